@@ -1,0 +1,23 @@
+"""aesara_bincount: fast ``bincount`` for Aesara graphs, on the CPU and on NVIDIA GPUs.
+
+Importing this package registers graph rewrites: every graph that
+:func:`aesara.tensor.extra_ops.bincount` builds (and every scatter-add
+``advanced_inc_subtensor1(zeros(n), w, idx)``) compiles to the C
+:class:`Bincount` Op under FAST_RUN, with no change to user code.
+``mode.excluding("bincount")`` switches the rewrite off.
+"""
+from aesara_bincount.op import Bincount, bincount
+from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
+from aesara_bincount.semantics import reference_bincount
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Bincount",
+    "BincountMatch",
+    "bincount",
+    "local_bincount",
+    "match_bincount",
+    "reference_bincount",
+    "__version__",
+]

@@ -1,0 +1,157 @@
+"""The main job: ``python -m aesara_bincount``.
+
+Builds the seed case (1,000,000 random int64 values in [0, 1000) in an
+``aesara.shared`` variable), compiles ``aesara.function([], bincount(x))``,
+checks it against :func:`numpy.bincount`, and times side by side, in one
+process: numpy, Aesara's own graph (``excluding("bincount")``), and
+:class:`~aesara_bincount.Bincount` with OpenMP off and on; then the weighted
+variant.  On a machine with a usable GPU it adds the GPU rows.
+"""
+import argparse
+import os
+import platform
+import sys
+import time
+import warnings
+from typing import Callable, Dict, List, Optional, Tuple
+
+# Aesara's BLAS probe prints pages of numpy.distutils warnings at import; bincount
+# uses no BLAS, so this process skips the probe unless the user chose BLAS flags.
+if "blas__ldflags" not in os.environ.get("AESARA_FLAGS", ""):
+    os.environ["AESARA_FLAGS"] = ",".join(
+        f for f in (os.environ.get("AESARA_FLAGS", ""), "blas__ldflags=") if f
+    )
+warnings.filterwarnings("ignore", module="numpy.distutils.*")
+
+import numpy as np  # noqa: E402
+
+
+def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def interleaved_medians(
+    fns: Dict[str, Callable[[], object]], repeat: int, rounds: int = 5
+) -> Dict[str, float]:
+    """Median ms of each function, measured in alternating rounds.
+
+    Alternating the candidates spreads the noise of a shared machine over all
+    of them, so that their ratios stay meaningful.
+    """
+    samples: Dict[str, List[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    per_round = max(1, repeat // rounds)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
+
+
+def _rows(
+    label: str, x_np: np.ndarray, w_np: Optional[np.ndarray], repeat: int, with_gpu: bool
+) -> Tuple[List[Tuple[str, float]], bool]:
+    import aesara
+    from aesara.compile.mode import get_default_mode
+    from aesara.tensor.extra_ops import bincount
+
+    from aesara_bincount import Bincount
+
+    x = aesara.shared(x_np, name="x")
+    args = {}
+    if w_np is not None:
+        args["weights"] = aesara.shared(w_np, name="w")
+    expected = np.bincount(x_np, weights=w_np)
+    mode = get_default_mode()
+
+    fns: Dict[str, Callable[[], object]] = {
+        "numpy.bincount": (lambda: np.bincount(x_np, weights=w_np)),
+    }
+    ok = True
+    aesara_graph = aesara.function([], bincount(x, **args), mode=mode.excluding("bincount"))
+    fns["Aesara graph (excluding bincount)"] = aesara_graph
+    for openmp in (False, True):
+        with aesara.config.change_flags(openmp=openmp):
+            f = aesara.function([], bincount(x, **args), mode=mode)
+        ops = [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+        if not any(isinstance(node.op, Bincount) for node in f.maker.fgraph.toposort()):
+            print(f"  rewrite did not fire, compiled graph: {ops}")
+            ok = False
+        result = f()
+        same = np.allclose(result, expected) if w_np is not None else np.array_equal(result, expected)
+        if not same:
+            print(f"  MISMATCH against numpy.bincount (openmp={openmp})")
+            ok = False
+        threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count()))
+        name = "Bincount, openmp on" + f" ({threads} threads)" if openmp else "Bincount, openmp off"
+        fns[name] = f
+    if with_gpu:
+        try:
+            from aesara_bincount.gpu import gpu_rows  # type: ignore[attr-defined]
+
+            fns.update(gpu_rows(x_np, w_np))
+        except Exception as exc:  # pragma: no cover - GPU machines only
+            print(f"  GPU rows skipped: {exc}")
+    times = interleaved_medians(fns, repeat)
+    return list(times.items()), ok
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aesara_bincount",
+        description="Run the seed case: bincount of 1e6 int64 values in [0, 1000).",
+    )
+    parser.add_argument("-n", "--size", type=int, default=1_000_000, help="elements of x")
+    parser.add_argument("--bins", type=int, default=1000, help="values are drawn from [0, bins)")
+    parser.add_argument("--repeat", type=int, default=50, help="timed calls per candidate")
+    args = parser.parse_args(argv)
+
+    import aesara
+
+    import aesara_bincount
+
+    gpu_ok = False
+    try:
+        from aesara_bincount import gpu
+
+        gpu_ok, why = gpu.is_available()  # type: ignore[attr-defined]
+    except Exception as exc:
+        why = str(exc)
+    rng = np.random.default_rng(0)
+    x_np = rng.integers(0, args.bins, size=args.size, dtype=np.int64)
+    w_np = rng.random(args.size)
+    print(
+        f"aesara_bincount {aesara_bincount.__version__}, Aesara {aesara.__version__}, "
+        f"numpy {np.__version__}, Python {platform.python_version()}"
+    )
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores; GPU: "
+          + ("yes" if gpu_ok else f"no ({why})"))
+    print(f"seed case: x = {args.size:,} int64 values in [0, {args.bins}) in aesara.shared\n")
+
+    all_ok = True
+    for label, w in (("counts: bincount(x)", None), ("weighted: bincount(x, weights=w), w float64", w_np)):
+        rows, ok = _rows(label, x_np, w, args.repeat, gpu_ok)
+        all_ok &= ok
+        base = dict(rows)["numpy.bincount"]
+        print(label)
+        print(f"  {'implementation':<40} {'median ms':>10} {'vs numpy':>9}")
+        for name, ms in rows:
+            print(f"  {name:<40} {ms:>10.3f} {base / ms:>8.2f}x")
+        print()
+    print("result: " + ("OK, every Bincount result equals numpy.bincount" if all_ok else "FAILED"))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

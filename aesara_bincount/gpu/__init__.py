@@ -1,0 +1,1 @@
+"""GPU support (placeholder until the GPU path lands)."""

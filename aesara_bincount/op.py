@@ -1,0 +1,293 @@
+"""The CPU :class:`Bincount` Op."""
+from typing import List, Optional
+
+import numpy as np
+from aesara.gradient import DisconnectedType
+from aesara.graph.basic import Apply
+from aesara.link.c.op import ExternalCOp, OpenMPOp
+from aesara.tensor.basic import as_tensor_variable, cast, constant
+from aesara.tensor.subtensor import advanced_subtensor1
+from aesara.tensor.type import TensorType
+
+from aesara_bincount import _c_code
+from aesara_bincount.semantics import (
+    INDEX_DTYPES,
+    MODES,
+    OUT_DTYPES,
+    reference_bincount,
+)
+
+__all__ = ["Bincount", "bincount"]
+
+
+class Bincount(OpenMPOp, ExternalCOp):
+    r"""Count, or sum weights, into integer-indexed bins: a fast scatter-add.
+
+    The Op computes, for ``i`` in ``range(len(x))``::
+
+        out[x[i]] += 1            # without weights
+        out[x[i]] += weights[i]   # with weights
+
+    on a zero-filled ``out`` whose length depends on ``mode``.  It replaces the
+    graph that :func:`aesara.tensor.extra_ops.bincount` builds
+    (``advanced_inc_subtensor1(zeros(max(x) + 1), 1, x)``), and the general
+    scatter-add ``advanced_inc_subtensor1(zeros(n), w, idx)``; importing
+    :mod:`aesara_bincount` registers the rewrite that puts it in.
+
+    Parameters
+    ----------
+    mode : {"bincount", "scatter"}
+        ``"bincount"``: ``out`` has ``max(max(x) + 1, n)`` bins, where the
+        input ``n`` is ``minlength``; a negative value of ``x`` raises
+        ``ValueError``, as :func:`numpy.bincount` does.
+        ``"scatter"``: ``out`` has exactly ``n`` bins; negative indices wrap
+        once, Python style, and an index outside ``[-n, n)`` raises
+        ``IndexError``, as :func:`numpy.add.at` does.
+    out_dtype : str, optional
+        dtype of ``out``.  Defaults to the dtype of the weights, or to the
+        dtype of ``x`` without weights, which is what Aesara's own graph
+        produces (:func:`numpy.bincount` returns ``intp`` / ``float64``
+        instead).  One of int8 ... uint64, float32, float64.
+    openmp : bool, optional
+        Run with OpenMP threads.  Defaults to ``aesara.config.openmp``; the
+        thread count follows ``OMP_NUM_THREADS``.
+
+    Notes
+    -----
+    Inputs of the Apply node, in order:
+
+    - ``x``: ``(N,)``, any integer dtype from int8 to uint64, any strides.
+    - ``n``: ``()``, integer: ``minlength`` (``"bincount"``) or the exact
+      length (``"scatter"``); it is cast to int64.
+    - ``weights`` (optional): ``(N,)`` of dtype ``out_dtype``; in
+      ``"scatter"`` mode also ``()`` or ``(1,)``, broadcast to all of ``x``.
+
+    Output: ``(n_bins,)`` of dtype ``out_dtype``.
+
+    Integer sums wrap modulo ``2**bits`` of ``out_dtype`` (an int8 count of
+    128 reads -128), exactly as Aesara's graph does.  Float sums are taken in
+    ``out_dtype`` (float32 weights accumulate in float32); the order of the
+    additions differs from the sequential loop of NumPy (interleaved copies
+    and, with OpenMP, one partial histogram per thread), so float results can
+    differ from :func:`numpy.add.at` in the last bits.  For a fixed input and
+    thread count the result is the same on every call.
+
+    Errors, raised when the compiled function runs (the Op leaves all its
+    inputs unchanged and the process usable):
+
+    - ``ValueError``: a negative value of ``x`` in ``"bincount"`` mode, naming
+      the first one; ``max(x) + 1`` that no array length can hold (int64
+      ``2**63 - 1``, uint64 values from ``2**63``); weights whose length
+      differs from ``x`` (``"bincount"``) or cannot be broadcast to it
+      (``"scatter"``); a negative ``n``.
+    - ``IndexError``: in ``"scatter"`` mode, an index outside ``[-n, n)``,
+      naming the first one.
+    - ``MemoryError``: an output larger than the machine's physical memory,
+      e.g. ``x = [2**40]``.
+
+    ``make_node`` raises ``TypeError`` for an ``x`` that is not a 1-D integer
+    tensor, an ``n`` that is not an integer scalar, and weights of another
+    dtype than ``out_dtype`` or the wrong number of dimensions.
+
+    The algorithm (one pass over ``x`` with privatized, interleaved
+    histograms, or a direct path for many bins) is described in
+    ``c_code/bincount_cpu.c``.  The call holds the GIL.
+    """
+
+    __props__ = ("mode", "out_dtype", "openmp")
+    _cop_num_inputs = 3
+    _cop_num_outputs = 1
+    c_sources = ("bincount_common.h", "bincount_cpu.c")
+    #: Bump by hand only for changes outside the C files (which are hashed).
+    version = 1
+
+    def __init__(
+        self,
+        mode: str = "bincount",
+        out_dtype: Optional[str] = None,
+        openmp: Optional[bool] = None,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"Bincount: unknown mode {mode!r}; expected one of {MODES}")
+        if out_dtype is not None:
+            out_dtype = np.dtype(out_dtype).name
+            if out_dtype not in OUT_DTYPES:
+                raise TypeError(
+                    f"Bincount: unsupported out_dtype {out_dtype!r}; expected one of "
+                    f"{OUT_DTYPES}"
+                )
+        self.mode = mode
+        self.out_dtype = out_dtype
+        OpenMPOp.__init__(self, openmp=openmp)
+        ExternalCOp.__init__(
+            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(cpu_bincount)"
+        )
+
+    # -- C sources ---------------------------------------------------------
+    def load_c_code(self, func_files: List[str]) -> None:
+        """Read plain C files (no ``#section`` markers).
+
+        The ``.c`` file becomes the ``support_code_apply`` section; headers are
+        included through :meth:`c_headers`.  Every file is hashed into the
+        cache version.
+        """
+        self.func_codes = [_c_code.read_source(f) for f in self.c_sources]
+        self.code_sections = {
+            "support_code_apply": "\n".join(
+                code for name, code in zip(self.c_sources, self.func_codes) if name.endswith(".c")
+            )
+        }
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        # Reload the C text from the installed files when unpickled.
+        for key in ("func_codes", "code_sections", "func_files"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        OpenMPOp.__setstate__(self, state)
+        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
+        self.load_c_code(self.func_files)
+
+    def c_headers(self, **kwargs):
+        return ["bincount_common.h"] + OpenMPOp.c_headers(self, **kwargs)
+
+    def c_header_dirs(self, **kwargs):
+        return [_c_code.c_code_dir()]
+
+    def c_compile_args(self, **kwargs):
+        return OpenMPOp.c_compile_args(self, **kwargs)
+
+    def get_c_macros(self, node, name, check_input=None):
+        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
+        flags = {
+            "BC_SCATTER": int(self.mode == "scatter"),
+            "BC_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
+        }
+        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
+        undef += "".join(f"\n#undef {k}" for k in flags)
+        return define, undef
+
+    def c_code_cache_version(self):
+        return (self.version, _c_code.sources_hash(self.c_sources), int(bool(self.openmp)))
+
+    # -- graph -------------------------------------------------------------
+    def make_node(self, x, n, weights=None):
+        x = as_tensor_variable(x)
+        if x.type.ndim != 1:
+            raise TypeError(f"Bincount: x must be a 1-D tensor, got {x.type.ndim} dimensions")
+        if x.type.dtype not in INDEX_DTYPES:
+            raise TypeError(f"Bincount: x must have an integer dtype, got {x.type.dtype}")
+        n = as_tensor_variable(n)
+        if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
+            raise TypeError(f"Bincount: n must be an integer scalar, got {n.type}")
+        if n.type.dtype != "int64":
+            n = cast(n, "int64")
+        inputs = [x, n]
+        out_dtype = self.out_dtype
+        if weights is not None:
+            weights = as_tensor_variable(weights)
+            out_dtype = out_dtype or weights.type.dtype
+            allowed_ndim = (1,) if self.mode == "bincount" else (0, 1)
+            if weights.type.ndim not in allowed_ndim:
+                raise TypeError(
+                    f"Bincount: weights must have {' or '.join(map(str, allowed_ndim))} "
+                    f"dimension(s) in {self.mode} mode, got {weights.type.ndim}"
+                )
+            if weights.type.dtype != out_dtype:
+                raise TypeError(
+                    f"Bincount: weights must have dtype {out_dtype}, got {weights.type.dtype}"
+                )
+            inputs.append(weights)
+        out_dtype = out_dtype or x.type.dtype
+        if out_dtype not in OUT_DTYPES:
+            raise TypeError(f"Bincount: unsupported output dtype {out_dtype}")
+        length = _constant_int(n) if self.mode == "scatter" else None
+        if length is not None and length < 0:
+            length = None  # the C code raises ValueError when it runs
+        return Apply(self, inputs, [TensorType(out_dtype, shape=(length,))()])
+
+    def perform(self, node, inputs, output_storage, params=None):
+        x, n = inputs[:2]
+        weights = inputs[2] if len(inputs) > 2 else None
+        output_storage[0][0] = reference_bincount(
+            x, int(n), weights, mode=self.mode, out_dtype=node.outputs[0].dtype
+        )
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        x, n = node.inputs[:2]
+        if self.mode == "scatter":
+            return [(n,)]
+        # max(max(x) + 1, n), written so that an empty x gives n.
+        from aesara.tensor.basic import concatenate
+        from aesara.tensor.math import max as at_max
+
+        tops = concatenate([cast(x, "int64") + 1, n.dimshuffle("x")])
+        return [(at_max(tops),)]
+
+    def connection_pattern(self, node):
+        return [[False], [False]] + ([[True]] if len(node.inputs) > 2 else [])
+
+    def L_op(self, inputs, outputs, output_grads):
+        x, n = inputs[:2]
+        grads = [DisconnectedType()(), DisconnectedType()()]
+        if len(inputs) > 2:
+            weights = inputs[2]
+            (g,) = output_grads
+            if weights.type.dtype.startswith("float"):
+                gw = advanced_subtensor1(g, x)
+                if weights.type.ndim == 0:
+                    gw = gw.sum()
+                elif weights.type.shape[0] == 1:
+                    gw = gw.sum(keepdims=True)
+            else:
+                gw = weights.zeros_like().astype("floatX")
+            grads.append(gw)
+        return grads
+
+
+def _constant_int(v) -> Optional[int]:
+    """The value of a constant integer scalar graph, else None."""
+    from aesara.tensor.basic import get_scalar_constant_value
+    from aesara.tensor.exceptions import NotScalarConstantError
+
+    try:
+        return int(get_scalar_constant_value(v))
+    except NotScalarConstantError:
+        return None
+
+
+def bincount(x, weights=None, minlength=None):
+    """Build a :class:`Bincount` graph directly (``numpy.bincount`` semantics).
+
+    Most users need not call this: importing :mod:`aesara_bincount` makes
+    :func:`aesara.tensor.extra_ops.bincount` use :class:`Bincount`.
+
+    Parameters
+    ----------
+    x : TensorVariable, shape ``(N,)``, integer dtype
+        Non-negative values to count.
+    weights : TensorVariable, shape ``(N,)``, optional
+        Added to the bin of the matching ``x``; int or float dtype.
+    minlength : int or integer scalar TensorVariable, optional
+        Least number of bins; must be non-negative.
+
+    Returns
+    -------
+    TensorVariable, shape ``(max(max(x) + 1, minlength),)``
+        dtype ``weights.dtype``, or ``x.dtype`` without weights (as in
+        Aesara's graph; wraps on overflow of small integer dtypes).
+
+    Raises
+    ------
+    TypeError
+        When the graph is built: ``x`` is not a 1-D integer tensor.
+    ValueError, MemoryError
+        When the function runs: see :class:`Bincount`.
+    """
+    if minlength is None:
+        minlength = constant(0, dtype="int64")
+    if weights is None:
+        return Bincount("bincount")(x, minlength)
+    return Bincount("bincount")(x, minlength, weights)

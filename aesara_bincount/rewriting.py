@@ -1,0 +1,197 @@
+"""Graph rewrites that put :class:`~aesara_bincount.op.Bincount` into graphs.
+
+Importing :mod:`aesara_bincount` registers :func:`local_bincount` in
+``optdb["specialize"]`` (position 2 of the FAST_RUN pipeline, after
+canonicalize and before fusion at 49 and the in-place rewrites at 60-75),
+under the tags ``fast_run`` and ``bincount``.  ``mode.excluding("bincount")``
+switches it off.
+
+:func:`match_bincount` is the pattern matcher shared with the GPU rewrite.
+"""
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from aesara.graph.basic import Constant, Variable
+from aesara.graph.rewriting.basic import copy_stack_trace, node_rewriter
+from aesara.scalar import basic as aes
+from aesara.tensor.basic import Alloc, cast, constant, get_scalar_constant_value
+from aesara.tensor.elemwise import CAReduce, Elemwise
+from aesara.tensor.exceptions import NotScalarConstantError
+from aesara.tensor.math import MaxAndArgmax
+from aesara.tensor.rewriting.basic import register_specialize
+from aesara.tensor.subtensor import AdvancedIncSubtensor1
+
+from aesara_bincount.op import Bincount
+from aesara_bincount.semantics import OUT_DTYPES
+
+__all__ = ["BincountMatch", "match_bincount", "local_bincount"]
+
+
+@dataclass
+class BincountMatch:
+    """What :func:`match_bincount` found in an ``AdvancedIncSubtensor1`` node.
+
+    Attributes
+    ----------
+    mode : str
+        ``"bincount"`` (the length is ``max(max(x) + 1, minlength)``) or
+        ``"scatter"`` (a fixed length ``n``).
+    x : Variable
+        The indices, shape ``(N,)``, integer dtype.  In the bincount form with
+        ``assert_nonneg=True`` this is the ``Assert`` output, so the assertion
+        still runs.
+    n : Variable
+        int64 scalar: ``minlength`` (0 if none) or the fixed length.
+    weights : Variable or None
+        Increments cast to ``out_dtype``, shape ``(N,)``, or ``()``/``(1,)``
+        in the scatter form; ``None`` for a count (the increment is 1).
+    out_dtype : str
+        dtype of the replaced output.
+    """
+
+    mode: str
+    x: Variable
+    n: Variable
+    weights: Optional[Variable]
+    out_dtype: str
+
+    def inputs(self):
+        """Inputs of the Bincount node, in order."""
+        return [self.x, self.n] + ([self.weights] if self.weights is not None else [])
+
+
+def _constant_value(v: Variable):
+    try:
+        return get_scalar_constant_value(v)
+    except NotScalarConstantError:
+        return None
+
+
+def _strip_casts(v: Variable) -> Variable:
+    while (
+        v.owner is not None
+        and isinstance(v.owner.op, Elemwise)
+        and isinstance(v.owner.op.scalar_op, aes.Cast)
+    ):
+        v = v.owner.inputs[0]
+    return v
+
+
+def _is_elemwise(v: Variable, scalar_op_type) -> bool:
+    return (
+        v.owner is not None
+        and isinstance(v.owner.op, Elemwise)
+        and isinstance(v.owner.op.scalar_op, scalar_op_type)
+        and len(v.owner.inputs) == 2
+    )
+
+
+def _is_max_of(m: Variable, x: Variable) -> bool:
+    """Is ``m`` the maximum of all of the vector ``x``?"""
+    node = m.owner
+    if node is None or node.inputs[0] is not x:
+        return False
+    if isinstance(node.op, MaxAndArgmax):
+        return m is node.outputs[0] and tuple(node.op.axis) in ((0,), (-1,))
+    if isinstance(node.op, CAReduce) and isinstance(node.op.scalar_op, aes.ScalarMaximum):
+        return node.op.axis is None or tuple(node.op.axis) in ((0,), (-1,))
+    return False
+
+
+def _is_max_plus_one(v: Variable, x: Variable) -> bool:
+    """Is ``v`` ``cast(max(x) + 1)``, as ``extra_ops.bincount`` builds it?"""
+    v = _strip_casts(v)
+    if not _is_elemwise(v, aes.Add):
+        return False
+    a, b = v.owner.inputs
+    for one, top in ((a, b), (b, a)):
+        if _constant_value(one) == 1 and _is_max_of(_strip_casts(top), x):
+            return True
+    return False
+
+
+def _bincount_minlength(length: Variable, x: Variable) -> Optional[Variable]:
+    """``minlength`` if ``length`` is the bincount length of ``x``, else None."""
+    if _is_max_plus_one(length, x):
+        return constant(0, dtype="int64")
+    if _is_elemwise(length, aes.ScalarMaximum):
+        a, b = length.owner.inputs
+        if _is_max_plus_one(a, x):
+            return b
+        if _is_max_plus_one(b, x):
+            return a
+    return None
+
+
+def _zeros_length(base: Variable) -> Optional[Variable]:
+    """The length of ``base`` if it is a 1-D array of zeros, else None."""
+    if base.type.ndim != 1:
+        return None
+    if base.owner is not None and isinstance(base.owner.op, Alloc):
+        value, *shape = base.owner.inputs
+        if len(shape) == 1 and _constant_value(value) == 0:
+            return shape[0]
+        return None
+    if isinstance(base, Constant):
+        data = np.asarray(base.data)
+        # -0.0 is kept out: np.add.at with no increment would keep its sign.
+        if data.ndim == 1 and not data.any() and not np.signbit(data).any():
+            return constant(data.shape[0], dtype="int64")
+    return None
+
+
+def match_bincount(node) -> Optional[BincountMatch]:
+    """Recognise a scatter-add onto zeros, and whether it is a bincount.
+
+    Matches ``AdvancedIncSubtensor1{inc}(base, y, idx)`` where ``base`` is a
+    1-D array of zeros (``Alloc(0, n)`` or a constant), ``y`` has at most one
+    dimension and the output dtype is one of :data:`~aesara_bincount.semantics.OUT_DTYPES`.
+    It is the bincount form when ``n`` is ``cast(max(idx) + 1)``, possibly
+    under ``maximum(., minlength)``, and ``y`` is the constant 1 or a vector:
+    the graph of :func:`aesara.tensor.extra_ops.bincount` as it stands in
+    ``specialize`` (``MaxAndArgmax`` there, ``Max`` later).
+
+    Returns
+    -------
+    BincountMatch or None
+    """
+    if not isinstance(node.op, AdvancedIncSubtensor1) or node.op.set_instead_of_inc:
+        return None
+    base, y, idx = node.inputs
+    out_dtype = node.outputs[0].type.dtype
+    if out_dtype not in OUT_DTYPES or y.type.ndim > 1 or idx.type.ndim != 1:
+        return None
+    length = _zeros_length(base)
+    if length is None:
+        return None
+
+    # A constant 1, as a scalar or a broadcast (1,) vector, is a count.
+    counting = (y.type.ndim == 0 or y.type.shape == (1,)) and _constant_value(y) == 1
+    weights = None
+    if not counting:
+        weights = y if y.type.dtype == out_dtype else cast(y, out_dtype)
+
+    minlength = _bincount_minlength(length, idx)
+    if minlength is not None and (counting or y.type.ndim == 1):
+        mode, n = "bincount", minlength
+    else:
+        mode, n = "scatter", length
+    if n.type.dtype != "int64":
+        n = cast(n, "int64")
+    return BincountMatch(mode, idx, n, weights, out_dtype)
+
+
+@register_specialize("bincount", name="local_bincount")
+@node_rewriter([AdvancedIncSubtensor1])
+def local_bincount(fgraph, node):
+    """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``."""
+    match = match_bincount(node)
+    if match is None:
+        return False
+    out = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
+    old = node.outputs[0]
+    if out.type != old.type:
+        out = old.type.filter_variable(out, allow_convert=True)
+    copy_stack_trace(old, out)
+    return [out]

@@ -1,0 +1,117 @@
+/*
+ * bincount_common.h -- host-side helpers shared by the CPU Op (bincount_cpu.c)
+ * and the GPU Op's host code: the error messages, and a guarded allocation of
+ * the output histogram.
+ *
+ * The message formats below are also read by aesara_bincount/_c_code.py, so
+ * the Python reference implementation (Op.perform) and the C code raise the
+ * very same text.  Keep one message per #define, on one line.
+ *
+ * Valid C99 and C++ on its own: Aesara compiles it as C++, the tests also
+ * compile it as C.
+ */
+#ifndef AESARA_BINCOUNT_COMMON_H
+#define AESARA_BINCOUNT_COMMON_H
+
+#include <Python.h>
+#ifndef NPY_NO_DEPRECATED_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#endif
+#include <numpy/arrayobject.h>
+#include <unistd.h>
+
+/* ValueError: a negative value in the bincount form (numpy.bincount refuses them too). */
+#define BC_MSG_NEGATIVE "bincount: x holds the negative value %lld at position %lld; bincount counts non-negative integers only"
+/* IndexError: an index outside [-n, n) in the scatter-add form (as np.add.at). */
+#define BC_MSG_INDEX "scatter-add: index %s at position %lld is out of bounds for a histogram of length %lld"
+/* ValueError: max(x) + 1 cannot be represented as an array length. */
+#define BC_MSG_TOO_LARGE "bincount: the largest value of x, %llu, needs more bins than an array can hold"
+/* MemoryError: the output would not fit in this machine's memory. */
+#define BC_MSG_NO_MEMORY "bincount: an output of %lld bins of %lld bytes each does not fit in memory"
+/* ValueError: a negative minlength. */
+#define BC_MSG_MINLENGTH "bincount: minlength must be non-negative, got %lld"
+/* ValueError: a negative length for the zero-filled base of the scatter-add form. */
+#define BC_MSG_LENGTH "scatter-add: the histogram length must be non-negative, got %lld"
+/* ValueError: weights and x differ in length (bincount form). */
+#define BC_MSG_WEIGHTS "bincount: weights has %lld elements but x has %lld; they must have the same length"
+/* ValueError: increments that cannot be broadcast to the indices (scatter-add form). */
+#define BC_MSG_WEIGHTS_BCAST "scatter-add: increments of length %lld cannot be broadcast to %lld indices"
+/* ValueError: an input of the wrong number of dimensions reached the C code. */
+#define BC_MSG_NDIM "bincount: %s must have %d dimension(s), got %d"
+
+/*
+ * Refuse, with a MemoryError, an output of `nbins` items of `itemsize` bytes
+ * whose size overflows or exceeds the physical memory of the machine.  An
+ * allocator with overcommit may hand out such a block and kill the process
+ * later, when the pages are touched; a clear error is better.
+ * Returns 0 when the size is acceptable, -1 with an exception set otherwise.
+ */
+static int bc_check_output_size(npy_intp nbins, npy_intp itemsize)
+{
+    unsigned long long bytes;
+    long pages = -1, page_size = -1;
+    if (nbins < 0 || itemsize <= 0 || nbins > NPY_MAX_INTP / itemsize) {
+        PyErr_Format(PyExc_MemoryError, BC_MSG_NO_MEMORY, (long long)nbins,
+                     (long long)itemsize);
+        return -1;
+    }
+    bytes = (unsigned long long)nbins * (unsigned long long)itemsize;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    pages = sysconf(_SC_PHYS_PAGES);
+    page_size = sysconf(_SC_PAGESIZE);
+#endif
+    if (pages > 0 && page_size > 0 &&
+        bytes > (unsigned long long)pages * (unsigned long long)page_size) {
+        PyErr_Format(PyExc_MemoryError, BC_MSG_NO_MEMORY, (long long)nbins,
+                     (long long)itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * A new zero-filled 1-D array of `nbins` items of numpy type `typenum`, or
+ * NULL with an exception set (MemoryError when it cannot be allocated).
+ */
+static PyArrayObject *bc_new_zeros(npy_intp nbins, int typenum)
+{
+    npy_intp dims[1];
+    PyArray_Descr *descr = PyArray_DescrFromType(typenum);
+    if (descr == NULL)
+        return NULL;
+    if (bc_check_output_size(nbins, (npy_intp)descr->elsize) != 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    dims[0] = nbins;
+    /* PyArray_Zeros steals the reference to descr. */
+    return (PyArrayObject *)PyArray_Zeros(1, dims, descr, 0);
+}
+
+/* Check that `a` has `ndim` dimensions; `what` names it in the message. */
+static int bc_check_ndim(PyArrayObject *a, int ndim, const char *what)
+{
+    if (PyArray_NDIM(a) != ndim) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, what, ndim, PyArray_NDIM(a));
+        return -1;
+    }
+    return 0;
+}
+
+/* Read an integer 0-d array (any integer dtype) as a long long. */
+static int bc_read_scalar(PyArrayObject *a, const char *what, long long *value)
+{
+    PyObject *item;
+    if (bc_check_ndim(a, 0, what) != 0)
+        return -1;
+    item = PyArray_GETITEM(a, (const char *)PyArray_DATA(a));
+    if (item == NULL)
+        return -1;
+    *value = PyLong_AsLongLong(item);
+    Py_DECREF(item);
+    if (*value == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+#endif /* AESARA_BINCOUNT_COMMON_H */

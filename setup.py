@@ -1,0 +1,36 @@
+"""Packaging for aesara_bincount (no build step: Aesara compiles the C at run time).
+
+The C and CUDA sources in ``c_code/`` ship inside the package as
+``aesara_bincount/c_code/``.
+"""
+from setuptools import setup
+
+setup(
+    name="aesara-bincount",
+    version="0.1.0",
+    description="Fast bincount / scatter-add Ops for Aesara graphs, on the CPU (OpenMP) and NVIDIA GPUs",
+    long_description=open("README.rst", encoding="utf-8").read(),
+    long_description_content_type="text/x-rst",
+    license="BSD-3-Clause",
+    python_requires=">=3.11",
+    packages=["aesara_bincount", "aesara_bincount.gpu", "aesara_bincount.c_code"],
+    package_dir={"aesara_bincount.c_code": "c_code"},
+    package_data={"aesara_bincount.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
+    install_requires=[
+        "aesara>=2.9,<2.10",
+        "numpy>=1.21,<2",
+        "scipy<1.13",
+        "setuptools<70",
+    ],
+    extras_require={
+        "cuda12": ["cupy-cuda12x>=13,<14", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
+        "test": ["pytest>=7", "hypothesis>=6"],
+        "bench": ["numba", "matplotlib"],
+        "docs": ["sphinx>=7", "furo", "numpydoc", "matplotlib"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: C",
+        "Topic :: Scientific/Engineering",
+    ],
+)
