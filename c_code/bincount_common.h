@@ -39,6 +39,13 @@
 /* ValueError: an input of the wrong number of dimensions reached the C code. */
 #define BC_MSG_NDIM "bincount: %s must have %d dimension(s), got %d"
 
+/* Widening conversions written as functions.  A range test such as
+ * `(npy_int64)v < 0` on a narrow unsigned type is constant, and gcc's
+ * -Wtype-limits flags it; the code that instantiates such tests for every
+ * integer dtype calls these instead. */
+static inline npy_int64 bc_i64(npy_int64 v) { return v; }
+static inline npy_uint64 bc_u64(npy_uint64 v) { return v; }
+
 /*
  * Refuse, with a MemoryError, an output of `nbins` items of `itemsize` bytes
  * whose size overflows or exceeds the physical memory of the machine.  An

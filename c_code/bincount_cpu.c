@@ -98,7 +98,7 @@
 /* ---- types of this instantiation ---- */
 #define BC_X_T DTYPE_INPUT_0
 #define BC_OUT_T DTYPE_OUTPUT_0
-#define BC_X_SIGNED (((BC_X_T)-1) < (BC_X_T)0)
+#define BC_X_SIGNED (!((BC_X_T)-1 > (BC_X_T)0))
 #ifdef DTYPE_INPUT_2
 #define BC_WEIGHTED 1
 #else
@@ -179,14 +179,14 @@ static void APPLY_SPECIFIC(bc_minmax)(const BC_X_T *BC_RESTRICT x, npy_intp len,
 /* Is v a value this form refuses (negative or too large, or out of [-n, n))? */
 static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
 {
-    int negative = BC_X_SIGNED && (npy_int64)v < 0;
+    int negative = BC_X_SIGNED && bc_i64(v) < 0;
 #if BC_SCATTER
     if (negative)
-        return (npy_int64)v < -(npy_int64)n;
-    return (npy_uint64)v >= (npy_uint64)n;
+        return bc_i64(v) < -(npy_int64)n;
+    return bc_u64(v) >= (npy_uint64)n;
 #else
     (void)n;
-    return negative || (npy_uint64)v >= (npy_uint64)NPY_MAX_INTP;
+    return negative || bc_u64(v) >= (npy_uint64)NPY_MAX_INTP;
 #endif
 }
 
@@ -199,14 +199,14 @@ static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_in
         BC_X_T v = x[i];
         if (!APPLY_SPECIFIC(bc_is_bad)(v, n))
             continue;
-        if (BC_X_SIGNED && (npy_int64)v < 0)
+        if (BC_X_SIGNED && bc_i64(v) < 0)
             snprintf(text, sizeof(text), "%lld", (long long)(npy_int64)v);
         else
             snprintf(text, sizeof(text), "%llu", (unsigned long long)(npy_uint64)v);
 #if BC_SCATTER
         PyErr_Format(PyExc_IndexError, BC_MSG_INDEX, text, (long long)i, (long long)n);
 #else
-        if (BC_X_SIGNED && (npy_int64)v < 0)
+        if (BC_X_SIGNED && bc_i64(v) < 0)
             PyErr_Format(PyExc_ValueError, BC_MSG_NEGATIVE, (long long)(npy_int64)v,
                          (long long)i);
         else
@@ -310,7 +310,7 @@ static void APPLY_SPECIFIC(bc_private_worker)(BC_CTX *ctx, int t, int nt)
             return;
         }
 #if BC_SCATTER
-        wrap = BC_X_SIGNED && (npy_int64)mn < 0;
+        wrap = BC_X_SIGNED && bc_i64(mn) < 0;
 #else
         if ((npy_intp)mx >= h->cap) {
             if ((npy_intp)mx + 1 > ctx->limit) {
@@ -493,7 +493,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
             status = BC_RANGE;
         } else {
 #if BC_SCATTER
-            wrap = BC_X_SIGNED && (npy_int64)mn < 0;
+            wrap = BC_X_SIGNED && bc_i64(mn) < 0;
 #else
             if ((npy_intp)mx + 1 > nbins)
                 nbins = (npy_intp)mx + 1;

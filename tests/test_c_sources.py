@@ -1,0 +1,111 @@
+"""The C sources: valid C on their own, hashed into the cache version."""
+import glob
+import os
+import shutil
+import subprocess
+import sysconfig
+
+import numpy as np
+import pytest
+
+from aesara_bincount import Bincount, _c_code
+
+C_DIR = _c_code.c_code_dir()
+C_FILES = sorted(glob.glob(os.path.join(C_DIR, "*.c")) + glob.glob(os.path.join(C_DIR, "*.h")))
+INCLUDES = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}", f"-I{C_DIR}"]
+
+
+@pytest.mark.parametrize("path", C_FILES, ids=os.path.basename)
+@pytest.mark.parametrize(
+    "compiler,flags",
+    [
+        ("gcc", ["-x", "c", "-std=c99"]),
+        ("gcc", ["-x", "c", "-std=c99", "-fopenmp"]),
+        ("g++", ["-x", "c++"]),
+        ("g++", ["-x", "c++", "-fopenmp"]),
+    ],
+    ids=["c99", "c99-openmp", "c++", "c++-openmp"],
+)
+def test_file_compiles_on_its_own(path, compiler, flags):
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} not installed")
+    cmd = [compiler, *flags, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
+           *INCLUDES, path]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_no_section_markers_or_templating():
+    for path in C_FILES:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        assert "#section" not in text, path
+        assert "%(" not in text and "$" not in text, path
+
+
+def test_cache_version_covers_every_file(monkeypatch):
+    op = Bincount()
+    base = op.c_code_cache_version()
+    assert base == Bincount().c_code_cache_version()
+    assert set(op.c_sources) == {"bincount_common.h", "bincount_cpu.c"}
+    original = _c_code.read_source
+    for name in op.c_sources:
+        monkeypatch.setattr(
+            _c_code, "read_source", lambda n, name=name: original(n) + ("\n/* edit */" if n == name else "")
+        )
+        assert Bincount().c_code_cache_version() != base, name
+    monkeypatch.setattr(_c_code, "read_source", original)
+
+
+def test_c_headers_of_op_are_all_hashed():
+    """Every header the Op includes from c_code/ is one of its hashed sources."""
+    op = Bincount()
+    ours = [h for h in op.c_headers() if os.path.exists(os.path.join(C_DIR, h))]
+    assert ours and set(ours) <= set(op.c_sources)
+    with open(os.path.join(C_DIR, "bincount_cpu.c"), encoding="utf-8") as f:
+        included = [line.split('"')[1] for line in f if line.startswith('#include "')]
+    assert set(included) <= set(op.c_sources)
+
+
+def test_messages_are_parsed_from_the_header():
+    msgs = _c_code.messages()
+    for name in ("BC_MSG_NEGATIVE", "BC_MSG_INDEX", "BC_MSG_TOO_LARGE", "BC_MSG_NO_MEMORY",
+                 "BC_MSG_MINLENGTH", "BC_MSG_WEIGHTS"):
+        assert name in msgs and "%ll" not in msgs[name]
+    assert msgs["BC_MSG_NEGATIVE"] % (-3, 7) == (
+        "bincount: x holds the negative value -3 at position 7; "
+        "bincount counts non-negative integers only"
+    )
+
+
+@pytest.mark.parametrize(
+    "x_dtype,out_dtype,weighted,scatter",
+    [
+        ("uint8", "uint8", False, 0),
+        ("int8", "int8", False, 1),
+        ("uint64", "float32", True, 1),
+        ("int16", "float64", True, 0),
+        ("int32", "int64", True, 1),
+        ("uint32", "uint16", False, 0),
+    ],
+)
+def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatter):
+    """The macro set that Aesara defines per node, for several dtype pairs."""
+    macros = {
+        "APPLY_SPECIFIC(str)": "str##_node",
+        "DTYPE_INPUT_0": f"npy_{x_dtype}",
+        "DTYPE_INPUT_1": "npy_int64",
+        "DTYPE_OUTPUT_0": f"npy_{out_dtype}",
+        "TYPENUM_OUTPUT_0": str(np.dtype(out_dtype).num),
+        "ITEMSIZE_OUTPUT_0": str(np.dtype(out_dtype).itemsize),
+        "BC_SCATTER": str(scatter),
+        "BC_OUT_FLOAT": str(int(out_dtype.startswith("float"))),
+    }
+    if weighted:
+        macros["DTYPE_INPUT_2"] = f"npy_{out_dtype}"
+    defines = [f"-D{k}={v}" for k, v in macros.items()]
+    for compiler, flags in (("gcc", ["-x", "c", "-std=c99", "-fopenmp"]), ("g++", ["-x", "c++"])):
+        cmd = [compiler, *flags, "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+               "-Wno-unused-function", *defines, *INCLUDES, os.path.join(C_DIR, "bincount_cpu.c")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr

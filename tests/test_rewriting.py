@@ -1,0 +1,184 @@
+"""The rewrite: which graphs become Bincount, and what the compiled graph holds."""
+import aesara
+import aesara.tensor as at
+import numpy as np
+import pytest
+from aesara.compile.mode import get_default_mode
+from aesara.graph.fg import FunctionGraph
+from aesara.graph.rewriting.utils import rewrite_graph
+from aesara.raise_op import Assert
+from aesara.tensor.extra_ops import bincount
+from aesara.tensor.math import Max, MaxAndArgmax
+from aesara.tensor.subtensor import AdvancedIncSubtensor1, advanced_inc_subtensor1
+
+import aesara_bincount  # noqa: F401
+from aesara_bincount import Bincount, match_bincount
+from aesara_bincount._c_code import messages
+
+FAST_RUN = get_default_mode()
+NO_BINCOUNT = FAST_RUN.excluding("bincount")
+
+
+def op_types(f):
+    return [type(node.op) for node in f.maker.fgraph.toposort()]
+
+
+def bincount_nodes(f):
+    return [node for node in f.maker.fgraph.toposort() if isinstance(node.op, Bincount)]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("minlength", [None, 5])
+@pytest.mark.parametrize("assert_nonneg", [False, True])
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint64"])
+def test_every_form_of_extra_ops_bincount_is_rewritten(weighted, minlength, assert_nonneg, dtype):
+    x = at.vector("x", dtype=dtype)
+    w = at.dvector("w")
+    out = bincount(x, weights=w if weighted else None, minlength=minlength, assert_nonneg=assert_nonneg)
+    inputs = [x, w] if weighted else [x]
+    f = aesara.function(inputs, out)
+    types = op_types(f)
+    (node,) = bincount_nodes(f)
+    assert node.op.mode == "bincount"
+    assert AdvancedIncSubtensor1 not in types
+    assert Max not in types and MaxAndArgmax not in types
+    assert (Assert in types) == assert_nonneg
+    assert f.maker.fgraph.outputs[0].type == out.type
+    xv = np.array([3, 1, 3, 0], dtype=dtype)
+    args = [xv, np.array([0.5, 1.0, 2.0, 4.0])] if weighted else [xv]
+    expected = np.bincount(xv.astype(np.int64), weights=args[1] if weighted else None, minlength=minlength or 0)
+    np.testing.assert_allclose(f(*args), expected)
+
+    g = aesara.function(inputs, out, mode=NO_BINCOUNT)
+    assert not bincount_nodes(g)
+    assert AdvancedIncSubtensor1 in op_types(g)
+    np.testing.assert_allclose(g(*args), expected)
+
+
+def test_shared_variable_graph_holds_bincount_and_no_advanced_inc_subtensor():
+    x = aesara.shared(np.arange(10, dtype="int64"))
+    f = aesara.function([], bincount(x))
+    types = op_types(f)
+    assert Bincount in types and AdvancedIncSubtensor1 not in types
+    g = aesara.function([], bincount(x), mode=FAST_RUN.excluding("bincount"))
+    assert Bincount not in op_types(g)
+
+
+def test_assert_nonneg_still_raises_assertion_error():
+    x = at.lvector("x")
+    f = aesara.function([x], bincount(x, assert_nonneg=True))
+    with pytest.raises(AssertionError):
+        f(np.array([1, -1, 2]))
+    np.testing.assert_array_equal(f(np.array([1, 1, 2])), [0, 2, 1])
+
+
+def test_negative_value_raises_value_error_naming_it():
+    x = at.lvector("x")
+    f = aesara.function([x], bincount(x))
+    with pytest.raises(ValueError, match=r"negative value -1 at position 0"):
+        f(np.array([-1, 0, 2]))
+    g = aesara.function([x], bincount(x, minlength=5))
+    with pytest.raises(ValueError, match=r"negative value -5 at position 0"):
+        g(np.array([-5, 1]))
+    assert messages()["BC_MSG_NEGATIVE"] % (-5, 0) in _error_text(g, np.array([-5, 1]))
+    # The function still works afterwards.
+    np.testing.assert_array_equal(g(np.array([4, 1])), [0, 1, 0, 0, 1])
+
+
+def _error_text(f, *args):
+    try:
+        f(*args)
+    except Exception as exc:  # noqa: BLE001
+        return str(exc)
+    raise AssertionError("no error raised")
+
+
+def test_aesara_graph_wraps_negative_values_silently():
+    """The behaviour the rewrite deliberately fixes (documented in the README)."""
+    x = at.lvector("x")
+    g = aesara.function([x], bincount(x), mode=NO_BINCOUNT)
+    np.testing.assert_array_equal(g(np.array([-1, 0, 2])), [1, 0, 2])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_general_scatter_add_form(weighted, rng):
+    idx = at.lvector("idx")
+    w = at.fvector("w")
+    n = at.lscalar("n")
+    out = at.inc_subtensor(at.zeros(n, dtype="float32")[idx], w if weighted else 1)
+    inputs = [idx, n] + ([w] if weighted else [])
+    f = aesara.function(inputs, out)
+    (node,) = bincount_nodes(f)
+    assert node.op.mode == "scatter"
+    assert AdvancedIncSubtensor1 not in op_types(f)
+    iv = rng.integers(-30, 30, size=500)
+    wv = rng.random(500).astype("float32")
+    ref = np.zeros(30, dtype="float32")
+    np.add.at(ref, iv, wv if weighted else 1)
+    args = [iv, 30] + ([wv] if weighted else [])
+    np.testing.assert_allclose(f(*args), ref, rtol=1e-5)
+    with pytest.raises(IndexError, match=r"index 30 at position 1 is out of bounds"):
+        f(*([np.array([0, 30, -31]), 30] + ([wv[:3]] if weighted else [])))
+    with pytest.raises(IndexError, match=r"index -31 at position 0"):
+        f(*([np.array([-31, 0]), 30] + ([wv[:2]] if weighted else [])))
+
+
+def test_scatter_add_with_constant_zero_base_and_any_dtype():
+    idx = at.lvector("idx")
+    base = at.constant(np.zeros(4, dtype="int16"))
+    f = aesara.function([idx], advanced_inc_subtensor1(base, at.constant(np.int16(2)), idx))
+    assert bincount_nodes(f)
+    np.testing.assert_array_equal(f(np.array([0, 3, 3, -1])), np.array([2, 0, 0, 6], dtype="int16"))
+
+
+def test_float_increments_into_int_base_are_cast_like_aesara():
+    idx = at.lvector("idx")
+    out = at.inc_subtensor(at.zeros(5, dtype="int32")[idx], 2.7)
+    f = aesara.function([idx], out)
+    g = aesara.function([idx], out, mode=NO_BINCOUNT)
+    assert bincount_nodes(f)
+    iv = np.array([0, 0, 4, 2])
+    np.testing.assert_array_equal(f(iv), g(iv))
+
+
+def test_non_matching_graphs_are_left_alone():
+    idx = at.lvector("idx")
+    base = at.dvector("base")
+    # Not zeros: a real increment of a variable.
+    f = aesara.function([base, idx], at.inc_subtensor(base[idx], 1.0))
+    assert not bincount_nodes(f)
+    # set_subtensor is not a scatter-add.
+    g = aesara.function([idx], at.set_subtensor(at.zeros(5)[idx], 1.0))
+    assert not bincount_nodes(g)
+    # Zeros of non-zero value.
+    h = aesara.function([idx], at.inc_subtensor(at.ones(5)[idx], 1.0))
+    assert not bincount_nodes(h)
+    # 2-D base.
+    k = aesara.function([idx], at.inc_subtensor(at.zeros((5, 2))[idx], 1.0))
+    assert not bincount_nodes(k)
+
+
+def test_max_of_another_variable_is_scatter_not_bincount():
+    x = at.lvector("x")
+    y = at.lvector("y")
+    out = advanced_inc_subtensor1(at.zeros([at.cast(y.max() + 1, "int64")], dtype="int64"), 1, x)
+    f = aesara.function([x, y], out)
+    (node,) = bincount_nodes(f)
+    assert node.op.mode == "scatter"
+    # Negative x wraps in the scatter form, as in Aesara's graph.
+    np.testing.assert_array_equal(f(np.array([-1, 0]), np.array([2])), [1, 0, 1])
+
+
+def test_match_on_rewritten_canonical_graph():
+    """match_bincount sees the graph as it stands in specialize (MaxAndArgmax)."""
+    x = at.ivector("x")
+    out = bincount(x, minlength=4)
+    fg = FunctionGraph([x], [out], clone=False)
+    rewrite_graph(fg, include=("canonicalize",), clone=False)
+    (node,) = [n for n in fg.toposort() if isinstance(n.op, AdvancedIncSubtensor1)]
+    match = match_bincount(node)
+    assert match is not None and match.mode == "bincount"
+    assert match.weights is None and match.out_dtype == "int32"
+    fg2 = FunctionGraph([x], [out])
+    rewrite_graph(fg2, include=("fast_run",), clone=False)
+    assert any(isinstance(n.op, Bincount) for n in fg2.toposort())
