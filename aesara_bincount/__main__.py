@@ -11,7 +11,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -25,38 +24,7 @@ warnings.filterwarnings("ignore", module="numpy.distutils.*")
 
 import numpy as np  # noqa: E402
 
-
-def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
-    """Median wall time of ``fn()`` in milliseconds."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
-
-
-def interleaved_medians(
-    fns: Dict[str, Callable[[], object]], repeat: int, rounds: int = 5
-) -> Dict[str, float]:
-    """Median ms of each function, measured in alternating rounds.
-
-    Alternating the candidates spreads the noise of a shared machine over all
-    of them, so that their ratios stay meaningful.
-    """
-    samples: Dict[str, List[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    per_round = max(1, repeat // rounds)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(per_round):
-                t0 = time.perf_counter()
-                fn()
-                samples[name].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
+from aesara_bincount._timing import interleaved_medians  # noqa: E402
 
 
 def _rows(
@@ -103,7 +71,7 @@ def _rows(
             fns.update(gpu_rows(x_np, w_np))
         except Exception as exc:  # pragma: no cover - GPU machines only
             print(f"  GPU rows skipped: {exc}")
-    times = interleaved_medians(fns, repeat)
+    times = interleaved_medians(fns, repeat=repeat)
     return list(times.items()), ok
 
 
