@@ -89,9 +89,15 @@ class Bincount(OpenMPOp, ExternalCOp):
     tensor, an ``n`` that is not an integer scalar, and weights of another
     dtype than ``out_dtype`` or the wrong number of dimensions.
 
+    Gradient: with respect to float ``weights`` it is ``g[x]`` (summed over
+    ``x`` for a broadcast ``()``/``(1,)`` increment), where ``g`` is the
+    gradient of the output; integer weights get a zero gradient, and ``x``
+    and ``n`` are disconnected.
+
     The algorithm (one pass over ``x`` with privatized, interleaved
     histograms, or a direct path for many bins) is described in
-    ``c_code/bincount_cpu.c``.  The call holds the GIL.
+    ``c_code/bincount_cpu.c``.  The call holds the GIL; it runs on the CPU
+    only and never synchronises with a device.
     """
 
     __props__ = ("mode", "out_dtype", "openmp")

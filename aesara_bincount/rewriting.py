@@ -57,7 +57,13 @@ class BincountMatch:
     out_dtype: str
 
     def inputs(self):
-        """Inputs of the Bincount node, in order."""
+        """Inputs of the Bincount node, in order.
+
+        Returns
+        -------
+        list of Variable
+            ``[x, n]``, then ``weights`` when there are weights.
+        """
         return [self.x, self.n] + ([self.weights] if self.weights is not None else [])
 
 
@@ -152,9 +158,16 @@ def match_bincount(node) -> Optional[BincountMatch]:
     the graph of :func:`aesara.tensor.extra_ops.bincount` as it stands in
     ``specialize`` (``MaxAndArgmax`` there, ``Max`` later).
 
+    Parameters
+    ----------
+    node : Apply
+        Any node; only an ``AdvancedIncSubtensor1`` that increments can match.
+
     Returns
     -------
     BincountMatch or None
+        What the node computes, or None when it is not a scatter-add onto
+        zeros that :class:`~aesara_bincount.op.Bincount` can replace.
     """
     if not isinstance(node.op, AdvancedIncSubtensor1) or node.op.set_instead_of_inc:
         return None
@@ -185,7 +198,16 @@ def match_bincount(node) -> Optional[BincountMatch]:
 @register_specialize("bincount", name="local_bincount")
 @node_rewriter([AdvancedIncSubtensor1])
 def local_bincount(fgraph, node):
-    """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``."""
+    """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``.
+
+    A node rewriter on ``AdvancedIncSubtensor1``, registered in
+    ``optdb["specialize"]`` (position 2) under the tags ``fast_run`` and
+    ``bincount``.  The forms it recognises are those of
+    :func:`match_bincount`; the replacement has the type of the replaced
+    output (dtype and static shape), so the rest of the graph is unchanged.
+    It raises nothing itself: the errors of
+    :class:`~aesara_bincount.op.Bincount` come when the function runs.
+    """
     match = match_bincount(node)
     if match is None:
         return False

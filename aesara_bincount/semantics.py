@@ -46,6 +46,19 @@ def check_output_size(nbins: int, itemsize: int) -> None:
 
     The limit is the machine's physical memory, as in the C code
     (``bc_check_output_size`` in ``bincount_common.h``).
+
+    Parameters
+    ----------
+    nbins : int
+        Number of bins of the output.
+    itemsize : int
+        Bytes per bin (the output dtype's itemsize).
+
+    Raises
+    ------
+    MemoryError
+        When ``nbins`` is negative, when ``nbins * itemsize`` overflows
+        ``intp``, or when it exceeds the physical memory.
     """
     phys = _physical_memory()
     if nbins < 0 or nbins > _MAX_INTP // itemsize or (phys and nbins * itemsize > phys):
