@@ -1,0 +1,543 @@
+#!/usr/bin/env python
+"""Plots of the benchmark results, for the documentation and the README.
+
+Usage::
+
+    python benchmarks/plot.py [RESULTS.json ...] [--out docs/_static]
+
+or ``make plots``, or ``benchmarks/bench_cpu.py --plot`` (which passes the
+file it has just written).  Each file given is a CPU or a GPU results file
+(see "Input" below).  For a kind that no file given covers, the results folder
+(``benchmarks/results/``) is searched: of its ``*.json`` files of that kind,
+the one with the most rows wins, then the newest date, then the newest file.
+So the CPU benchmark regenerates the CPU plots and keeps the GPU ones, and the
+other way round.
+
+Output, in ``--out`` (default ``docs/_static/``):
+
+``headline.png``
+    The seed case (N = 1e6 int64 values, uniform in [0, 1000)), counts and
+    float64-weighted sums: median ms of every implementation, as bars, with
+    the GPU rows when a GPU results file exists.  The README shows it.
+``cpu_time_vs_n.png`` / ``gpu_time_vs_n.png``
+    Median time per call against N, one panel per bin count.
+``cpu_speedup_vs_bins.png`` / ``gpu_speedup_vs_bins.png``
+    ``numpy.bincount``'s time over each implementation's, against the bin
+    count, one panel per N.
+``plots.json``
+    The manifest the documentation reads (``docs/_ext/perfplots.py``): one
+    entry per PNG with its kind, alt text, caption, results files and date.  A GPU plot appears in
+    the documentation only when it is listed here.
+
+Every plot names the machine, the versions and the date of its run, and draws
+the memory-bandwidth floor: the time of one streaming read of ``x`` (the
+``read`` entry), below which no implementation can go.
+
+Input
+-----
+A JSON object ``{"machine": {...}, "rows": [...]}``, optionally with
+``"kind": "cpu"`` or ``"kind": "gpu"``.  Without ``kind``, a file is a GPU file
+when its machine has a ``"gpu"`` entry or a row has a time whose name starts
+with ``gpu``.
+
+``machine``
+    Strings describing the run.  Used when present: ``cpu``, ``cores``,
+    ``omp_threads``, ``gpu`` (the device name), ``driver``/``cuda``,
+    ``python``, ``numpy``, ``aesara``, ``aesara_bincount``, ``numba``,
+    ``torch``, ``cupy``, and ``date`` (ISO ``YYYY-MM-DD``).
+``rows``
+    One object per cell: ``n`` (int, elements of x), ``bins`` (int, the bin
+    count), ``dist`` (``"uniform"``, ``"all-equal"`` or ``"zipf"``),
+    ``dtype`` (of x, e.g. ``"int64"``), ``weighted`` (bool: float64 weights),
+    and ``ms``: median milliseconds per call, by implementation.  ``numpy``
+    (``numpy.bincount`` on the host) is the baseline of the ratios and
+    ``read`` the floor; both are required.  Other names are drawn as they
+    come; these get readable labels: ``aesara``, ``bincount_omp_off``,
+    ``bincount_omp_on``, ``numba``, ``torch_1thread`` (CPU, written by
+    ``bench_cpu.py``) and ``gpu_bincount`` (the compiled Aesara function with
+    the GPU rewrite, x in a GPU shared variable, the result copied to the
+    host), ``gpu_bincount_device`` (the same, result left on the device),
+    ``cupy``, ``torch_cuda`` (GPU).  In a GPU file ``read`` is one streaming
+    read of x on the device.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+STATIC = os.path.join(ROOT, "docs", "_static")
+
+#: Readable labels, and drawing order, of the known implementations.
+LABELS = {
+    "numpy": "numpy.bincount",
+    "aesara": "Aesara's own graph",
+    "numba": "numba @njit loop",
+    "torch_1thread": "torch.bincount, 1 thread",
+    "bincount_omp_off": "Bincount, OpenMP off",
+    "bincount_omp_on": "Bincount, OpenMP on",
+    "cupy": "cupy.bincount",
+    "torch_cuda": "torch.bincount (CUDA)",
+    "gpu_bincount": "GpuBincount (result to host)",
+    "gpu_bincount_device": "GpuBincount (result on device)",
+    "read": "floor: one read of x",
+}
+COLORS = {
+    "numpy": "#4c72b0",
+    "aesara": "#8c8c8c",
+    "numba": "#dd8452",
+    "torch_1thread": "#937860",
+    "bincount_omp_off": "#55a868",
+    "bincount_omp_on": "#1b5e20",
+    "cupy": "#da8bc3",
+    "torch_cuda": "#8172b3",
+    "gpu_bincount": "#c44e52",
+    "gpu_bincount_device": "#8b1a1a",
+    "read": "black",
+}
+#: The seed case of the headline plot.
+HEADLINE = dict(n=10**6, bins=1000, dist="uniform", dtype="int64")
+
+
+class SchemaError(ValueError):
+    """A results file does not follow the format in this module's docstring."""
+
+
+# -- reading -----------------------------------------------------------------
+def load(path: str) -> dict:
+    """Read and check one results file; add ``kind`` and ``path`` to it."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    where = f"{path}: see the 'Input' section of benchmarks/plot.py"
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise SchemaError(f"{where} (a JSON object with a 'rows' list)")
+    data.setdefault("machine", {})
+    for i, row in enumerate(data["rows"]):
+        missing = {"n", "bins", "dist", "dtype", "weighted", "ms"} - set(row)
+        if missing:
+            raise SchemaError(f"{where} (row {i} lacks {sorted(missing)})")
+        if "numpy" not in row["ms"] or "read" not in row["ms"]:
+            raise SchemaError(f"{where} (row {i} needs 'numpy' and 'read' times)")
+    kind = data.get("kind")
+    if kind is None:
+        gpu = "gpu" in data["machine"] or any(
+            k.startswith("gpu") for row in data["rows"] for k in row["ms"]
+        )
+        kind = "gpu" if gpu else "cpu"
+    if kind not in ("cpu", "gpu"):
+        raise SchemaError(f"{where} (kind must be 'cpu' or 'gpu', got {kind!r})")
+    data["kind"] = kind
+    data["path"] = path
+    return data
+
+
+def discover(kind: str, folder: str = RESULTS) -> Optional[dict]:
+    """The results file of ``kind`` in ``folder`` with the most rows, then the newest."""
+    best, best_key = None, None
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        try:
+            data = load(path)
+        except (SchemaError, ValueError, OSError):
+            continue
+        if data["kind"] != kind:
+            continue
+        key = (len(data["rows"]), str(data["machine"].get("date", "")), os.path.getmtime(path))
+        if best_key is None or key > best_key:
+            best, best_key = data, key
+    return best
+
+
+def select(rows: Sequence[dict], **match) -> List[dict]:
+    """The rows whose fields equal every keyword given."""
+    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+
+
+def implementations(rows: Sequence[dict]) -> List[str]:
+    """Names of the timed implementations in ``rows``: known ones first."""
+    seen = []
+    for r in rows:
+        for k in r["ms"]:
+            if k not in seen:
+                seen.append(k)
+    known = [k for k in LABELS if k in seen]
+    return known + [k for k in seen if k not in LABELS]
+
+
+# -- labels ------------------------------------------------------------------
+def label(key: str, machine: dict) -> str:
+    text = LABELS.get(key, key)
+    if key == "bincount_omp_on" and machine.get("omp_threads"):
+        text += f" ({machine['omp_threads']} threads)"
+    return text
+
+
+def _relpath(path: str) -> str:
+    try:
+        rel = os.path.relpath(path, ROOT)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def machine_parts(data: dict) -> Tuple[str, str, str]:
+    """The machine, the versions and the date of a run, as three strings."""
+    m = data["machine"]
+    machine = []
+    if data["kind"] == "gpu" and m.get("gpu"):
+        extra = ", ".join(f"{k} {m[k]}" for k in ("driver", "cuda") if m.get(k))
+        machine.append(str(m["gpu"]) + (f" ({extra})" if extra else ""))
+    if m.get("cpu"):
+        cpu = str(m["cpu"])
+        if m.get("cores"):
+            cpu += f", {m['cores']} cores"
+        if m.get("omp_threads"):
+            cpu += f", OMP_NUM_THREADS={m['omp_threads']}"
+        machine.append(("host: " if data["kind"] == "gpu" else "") + cpu)
+    names = (
+        ("python", "Python"),
+        ("numpy", "numpy"),
+        ("aesara", "Aesara"),
+        ("aesara_bincount", "aesara_bincount"),
+        ("numba", "numba"),
+        ("torch", "torch"),
+        ("cupy", "CuPy"),
+    )
+    versions = ", ".join(f"{name} {m[k]}" for k, name in names if m.get(k))
+    return "; ".join(machine) or "machine unknown", versions, str(m.get("date", "date unknown"))
+
+
+def machine_line(data: dict) -> str:
+    """One line naming the machine, the versions and the date of a run."""
+    return "; ".join(p for p in machine_parts(data) if p)
+
+
+def footer(data: dict, note: str = "") -> str:
+    """Three lines for the foot of a plot: machine, versions and date, data file."""
+    machine, versions, date = machine_parts(data)
+    last = f"{date}; data: {_relpath(data['path'])}" + (f"; {note}" if note else "")
+    return "\n".join(p for p in (machine, versions, last) if p)
+
+
+def _bins_text(b: int) -> str:
+    return f"{b:,}"
+
+
+def _n_text(n: int) -> str:
+    exp = len(str(n)) - 1
+    return f"1e{exp}" if n == 10**exp else f"{n:,}"
+
+
+# -- drawing -----------------------------------------------------------------
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ticker():
+    from matplotlib import ticker
+
+    return ticker
+
+
+def _save(fig, path: str) -> None:
+    # No software/date metadata: re-running on the same data gives the same file.
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    _plt().close(fig)
+
+
+def _style(key: str) -> dict:
+    if key == "read":
+        return dict(color="black", linestyle="--", marker="", linewidth=1.2)
+    return dict(color=COLORS.get(key), marker="o", markersize=4, linewidth=1.6)
+
+
+def _figure(panels: int, title: str, foot: str):
+    plt = _plt()
+    fig, axes = plt.subplots(1, panels, figsize=(max(9.0, 3.5 * panels), 5.0), squeeze=False)
+    fig.suptitle(title, fontsize=11)
+    fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
+    return fig, axes[0]
+
+
+def _legend(fig, axes) -> None:
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(
+        handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.1), ncol=4, fontsize=8,
+        frameon=False,
+    )
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.36, top=0.86, wspace=0.25)
+
+
+def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "") -> Optional[str]:
+    """Median ms per call against N, one panel per bin count."""
+    rows = select(data["rows"], dist=dist, dtype=dtype, weighted=False)
+    if not rows:
+        return None
+    bins_list = sorted({r["bins"] for r in rows})
+    keys = implementations(rows)
+    fig, axes = _figure(
+        len(bins_list),
+        f"{data['kind'].upper()}: time per call against N "
+        f"(x {dtype}, {dist} in [0, bins), counts)",
+        footer(data, note),
+    )
+    for ax, bins in zip(axes, bins_list):
+        cell = sorted(select(rows, bins=bins), key=lambda r: r["n"])
+        ns = [r["n"] for r in cell]
+        for key in keys:
+            pts = [(n, r["ms"][key]) for n, r in zip(ns, cell) if key in r["ms"]]
+            if pts:
+                ax.plot(*zip(*pts), label=label(key, data["machine"]), **_style(key))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"bins = {_bins_text(bins)}", fontsize=10)
+        ax.set_xlabel("N (elements of x)")
+        ax.grid(True, which="major", alpha=0.3)
+        if len(ns) == 1:
+            ax.set_xlim(ns[0] / 3, ns[0] * 3)
+    axes[0].set_ylabel("median ms per call (log)")
+    _legend(fig, axes)
+    _save(fig, path)
+    return path
+
+
+def plot_speedup_vs_bins(
+    data: dict, path: str, dist: str, dtype: str, note: str = ""
+) -> Optional[str]:
+    """numpy's time over each implementation's, against the bin count, per N."""
+    rows = select(data["rows"], dist=dist, dtype=dtype, weighted=False)
+    if not rows:
+        return None
+    ns = sorted({r["n"] for r in rows})
+    keys = [k for k in implementations(rows) if k != "numpy"]
+    t = _ticker()
+    LogLocator, FuncFormatter, NullFormatter = t.LogLocator, t.FuncFormatter, t.NullFormatter
+    fig, axes = _figure(
+        len(ns),
+        f"{data['kind'].upper()}: speed-up over numpy.bincount against the bin count "
+        f"(x {dtype}, {dist}, counts)",
+        footer(data, note),
+    )
+    for ax, n in zip(axes, ns):
+        cell = sorted(select(rows, n=n), key=lambda r: r["bins"])
+        bins = [r["bins"] for r in cell]
+        for key in keys:
+            pts = [(b, r["ms"]["numpy"] / r["ms"][key]) for b, r in zip(bins, cell) if r["ms"].get(key)]
+            if pts:
+                lab = label(key, data["machine"])
+                if key == "read":
+                    lab = "floor: numpy / one read of x"
+                ax.plot(*zip(*pts), label=lab, **_style(key))
+        ax.axhline(1.0, color=COLORS["numpy"], linewidth=1, label="numpy.bincount (1x)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"N = {_n_text(n)}", fontsize=10)
+        ax.set_xlabel("bins")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    axes[0].set_ylabel("numpy time / time (higher is faster)")
+    _legend(fig, axes)
+    _save(fig, path)
+    return path
+
+
+def _versus(numpy_ms: float, ms: float, key: str) -> str:
+    if key == "numpy":
+        return "(baseline)"
+    if ms <= numpy_ms:
+        return f"({numpy_ms / ms:.1f}x faster)"
+    return f"({ms / numpy_ms:.1f}x slower)"
+
+
+def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str = "") -> Optional[str]:
+    """Bars of the seed case, counts and weighted, CPU and GPU implementations."""
+    panels: List[Tuple[str, List[Tuple[str, float, str]]]] = []
+    for weighted, title in ((False, "bincount(x)"), (True, "bincount(x, weights=w), w float64")):
+        bars = []
+        for data in (cpu, gpu):
+            if data is None:
+                continue
+            cell = select(data["rows"], weighted=weighted, **HEADLINE)
+            if not cell:
+                continue
+            ms = cell[0]["ms"]
+            tag = "" if data is cpu else " [GPU run]"
+            for key in implementations(cell):
+                if data is gpu and key in ("numpy", "aesara") and cpu is not None:
+                    continue  # the CPU run already has these bars
+                name = label(key, data["machine"]) + (tag if key in ("numpy", "read") else "")
+                bars.append((name, ms[key], key))
+        if bars:
+            panels.append((title, bars))
+    if not panels:
+        return None
+    base = cpu if cpu is not None else gpu
+    plt = _plt()
+    height = max(len(b) for _, b in panels) * 0.32 + 1.9
+    same_rows = len({tuple(b[0] for b in bars) for _, bars in panels}) == 1
+    fig, axes = plt.subplots(1, len(panels), figsize=(11, height), squeeze=False, sharey=same_rows)
+    axes = axes[0]
+    fig.suptitle(
+        "Seed case: 1,000,000 int64 values uniform in [0, 1000), x in aesara.shared "
+        "(median ms per call; shorter is faster; ratios against numpy.bincount)",
+        fontsize=10,
+    )
+    for ax, (title, bars) in zip(axes, panels):
+        numpy_ms = next(v for _, v, k in bars if k == "numpy")
+        names = [b[0] for b in bars][::-1]
+        values = [b[1] for b in bars][::-1]
+        colors = [COLORS.get(b[2], "#999999") for b in bars][::-1]
+        hatches = ["//" if b[2] == "read" else "" for b in bars][::-1]
+        rects = ax.barh(names, values, color=colors, edgecolor="white")
+        for rect, hatch, key in zip(rects, hatches, [b[2] for b in bars][::-1]):
+            if hatch:
+                rect.set_facecolor("white")
+                rect.set_edgecolor("black")
+                rect.set_hatch(hatch)
+        top = max(values)
+        for y, (v, key) in enumerate(zip(values, [b[2] for b in bars][::-1])):
+            ax.text(v + top * 0.01, y, f"{v:.2f} ms  {_versus(numpy_ms, v, key)}", va="center", fontsize=8)
+        ax.set_xlim(0, top * 1.6)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("median ms per call")
+        ax.tick_params(axis="y", labelsize=8)
+    foot = footer(base, note)
+    if gpu is not None and base is not gpu:
+        foot += "\nGPU run: " + footer(gpu).replace("\n", "; ")
+    fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
+    fig.tight_layout(rect=(0, 0.04 + 0.028 * foot.count("\n"), 1, 0.93))
+    _save(fig, path)
+    return path
+
+
+# -- the manifest --------------------------------------------------------------
+def _caption(kind: str, name: str, data: dict, dist: str, dtype: str, note: str) -> str:
+    run = f"Measured on {machine_line(data)}; data: ``{_relpath(data['path'])}``."
+    if note:
+        run += f" {note[0].upper()}{note[1:]}."
+    if name == "time_vs_n":
+        what = (
+            f"Median time per call against the length N of x ({dtype}, {dist} in "
+            "[0, bins), counts), one panel per bin count, log-log. The dashed line is "
+            "one streaming read of x, the memory-bandwidth floor."
+        )
+    else:
+        what = (
+            f"Speed-up over ``numpy.bincount`` (numpy's time divided by each "
+            f"implementation's) against the bin count, one panel per N ({dtype}, {dist}, "
+            "counts). The dashed line is numpy's time over one read of x: no "
+            "implementation can rise above it."
+        )
+    return f"{kind.upper()}: {what} {run}"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> List[str]:
+    """Write the plots and the manifest; return the paths written."""
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="The input format is described in the docstring of benchmarks/plot.py.",
+    )
+    p.add_argument("results", nargs="*", help="results JSON files (CPU or GPU)")
+    p.add_argument("--out", default=STATIC, help="folder for the PNGs (default: docs/_static)")
+    p.add_argument("--results-dir", default=RESULTS, help="where missing kinds are searched")
+    p.add_argument("--dist", default="uniform", help="distribution of the line plots")
+    p.add_argument("--dtype", default="int64", help="dtype of x in the line plots")
+    p.add_argument("--note", default="", help="a remark added to every caption and footer")
+    args = p.parse_args(argv)
+
+    given: Dict[str, dict] = {}
+    for path in args.results:
+        data = load(path)
+        if data["kind"] in given:
+            p.error(f"two {data['kind']} files given: {given[data['kind']]['path']} and {path}")
+        given[data["kind"]] = data
+    for kind in ("cpu", "gpu"):
+        if kind not in given:
+            found = discover(kind, args.results_dir)
+            if found is not None:
+                given[kind] = found
+    if not given:
+        p.error(f"no results file given or found in {args.results_dir}")
+
+    os.makedirs(args.out, exist_ok=True)
+    written, manifest = [], []
+    for kind in ("cpu", "gpu"):
+        data = given.get(kind)
+        if data is None:
+            continue
+        for name, fn in (("time_vs_n", plot_time_vs_n), ("speedup_vs_bins", plot_speedup_vs_bins)):
+            fname = f"{kind}_{name}.png"
+            if fn(data, os.path.join(args.out, fname), args.dist, args.dtype, args.note):
+                written.append(os.path.join(args.out, fname))
+                manifest.append(
+                    dict(
+                        kind=kind,
+                        name=name,
+                        file=fname,
+                        alt=f"{kind.upper()} benchmark: {name.replace('_', ' ')}",
+                        caption=_caption(kind, name, data, args.dist, args.dtype, args.note),
+                        sources=[_relpath(data["path"])],
+                        date=str(data["machine"].get("date", "")),
+                    )
+                )
+    headline = os.path.join(args.out, "headline.png")
+    if plot_headline(given.get("cpu"), given.get("gpu"), headline, args.note):
+        written.append(headline)
+        sources = [_relpath(d["path"]) for d in given.values()]
+        manifest.append(
+            dict(
+                kind="headline",
+                name="headline",
+                file="headline.png",
+                alt="Seed case: median time per call of each implementation",
+                caption=(
+                    "The seed case, 1,000,000 int64 values uniform in [0, 1000): median "
+                    "time per call of each implementation, counts and float64-weighted "
+                    "sums. Data: " + ", ".join(f"``{s}``" for s in sources) + "."
+                    + (f" {args.note[0].upper()}{args.note[1:]}." if args.note else "")
+                ),
+                sources=sources,
+                date=max(str(d["machine"].get("date", "")) for d in given.values()),
+            )
+        )
+    # Drop PNGs of a kind that has no data any more, so the docs never show them.
+    for kind in ("cpu", "gpu"):
+        if kind not in given:
+            for name in ("time_vs_n", "speedup_vs_bins"):
+                stale = os.path.join(args.out, f"{kind}_{name}.png")
+                if os.path.exists(stale):
+                    os.remove(stale)
+    with open(os.path.join(args.out, "plots.json"), "w", encoding="utf-8") as f:
+        json.dump(
+            {
+                "generated_by": "benchmarks/plot.py",
+                "plots": manifest,
+            },
+            f,
+            indent=1,
+        )
+        f.write("\n")
+    written.append(os.path.join(args.out, "plots.json"))
+    for path in written:
+        print("wrote", _relpath(path))
+    return written
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    sys.exit(0)
