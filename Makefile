@@ -6,12 +6,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast bench bench-quick docs sanitize clean
+.PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize clean
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
 # build where one lies in pip's find-links.
 TORCH_SPEC ?= torch==2.13.0
 BENCH_ARGS ?=
+
+DOCS_STAMP := $(VENV)/.installed-docs
+SPHINX := $(PY) -m sphinx -W --keep-going -q
 
 $(STAMP): setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +27,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m aesara_bincount
 
-## The test-suite (what CI runs).
-test: $(STAMP)
+## The test-suite (what CI runs); it builds the docs and runs their examples.
+test: $(DOCS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## The test-suite without the slow tests.
+## The test-suite without the slow tests and the docs build.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not docs" $(PYTEST_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
@@ -43,6 +46,24 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,docs]"
+	touch $(DOCS_STAMP)
+
+## This documentation site, in docs/_build/html/index.html (warnings are errors).
+docs: $(DOCS_STAMP)
+	$(SPHINX) -b html docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
+
+## Run the code examples of the documentation (also part of make test).
+doctest: $(DOCS_STAMP)
+	$(SPHINX) -b doctest docs docs/_build/doctest
+
+## Redraw the plots in docs/_static/ from benchmarks/results/ (or PLOT_ARGS files).
+PLOT_ARGS ?=
+plots: $(DOCS_STAMP)
+	$(PY) benchmarks/plot.py $(PLOT_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build

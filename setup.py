@@ -26,7 +26,8 @@ setup(
         "cuda12": ["cupy-cuda12x>=13,<14", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
         "test": ["pytest>=7", "hypothesis>=6"],
         "bench": ["numba", "matplotlib"],
-        "docs": ["sphinx>=7", "furo", "numpydoc", "matplotlib"],
+        # make docs builds with warnings as errors: new major releases may add warnings.
+        "docs": ["sphinx>=8,<10", "furo>=2024.8", "numpydoc>=1.8,<2", "matplotlib>=3.7"],
     },
     classifiers=[
         "Programming Language :: Python :: 3.11",
