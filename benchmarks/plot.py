@@ -35,7 +35,18 @@ the memory-bandwidth floor: the time of one streaming read of ``x`` (the
 
 Input
 -----
-A JSON object ``{"machine": {...}, "rows": [...]}``, optionally with
+Two formats are read.  The JSON that ``benchmarks/bench_gpu.py --json``
+writes (``{"meta": {...}, "rows": [{"N", "bins", "kind", "dtype",
+"kernel_ms", "call_ms", "aesara_ms", "cupy_ms", "torch_ms", "numpy_ms",
+"floor_ms", ...}]}``) is converted to the format below: ``kernel_ms`` ->
+``gpu_kernel``, ``call_ms`` -> ``gpu_call``, ``aesara_ms`` ->
+``gpu_bincount``, ``cupy_ms`` -> ``cupy``, ``torch_ms`` -> ``torch_cuda``,
+``numpy_ms`` -> ``numpy``, ``floor_ms`` -> ``read``, data ``"equal"`` ->
+``"all-equal"``; without a ``date`` in ``meta`` the file's date is used.
+Several files of one kind given together are merged (the first one's
+figures win), e.g. the standalone and the Aesara runs of ``bench_gpu.py``.
+
+The format of this script, which ``bench_cpu.py`` writes, is a JSON object ``{"machine": {...}, "rows": [...]}``, optionally with
 ``"kind": "cpu"`` or ``"kind": "gpu"``.  Without ``kind``, a file is a GPU file
 when its machine has a ``"gpu"`` entry or a row has a time whose name starts
 with ``gpu``.
@@ -54,13 +65,16 @@ with ``gpu``.
     ``read`` the floor; both are required.  Other names are drawn as they
     come; these get readable labels: ``aesara``, ``bincount_omp_off``,
     ``bincount_omp_on``, ``numba``, ``torch_1thread`` (CPU, written by
-    ``bench_cpu.py``) and ``gpu_bincount`` (the compiled Aesara function with
-    the GPU rewrite, x in a GPU shared variable, the result copied to the
-    host), ``gpu_bincount_device`` (the same, result left on the device),
-    ``cupy``, ``torch_cuda`` (GPU).  In a GPU file ``read`` is one streaming
-    read of x on the device.
+    ``bench_cpu.py``) and ``gpu_kernel`` (one histogram pass on the device),
+    ``gpu_call`` (a whole GpuBincount call, with its one sync),
+    ``gpu_bincount`` (the compiled Aesara function with the GPU rewrite, x in
+    a GPU shared variable, the result copied to the host),
+    ``gpu_bincount_device`` (the same, result left on the device), ``cupy``,
+    ``torch_cuda`` (GPU).  In a GPU file ``read`` is the device's floor for
+    reading x (its bytes over the measured device bandwidth).
 """
 import argparse
+import datetime
 import glob
 import json
 import os
@@ -82,8 +96,10 @@ LABELS = {
     "bincount_omp_on": "Bincount, OpenMP on",
     "cupy": "cupy.bincount",
     "torch_cuda": "torch.bincount (CUDA)",
-    "gpu_bincount": "GpuBincount (result to host)",
-    "gpu_bincount_device": "GpuBincount (result on device)",
+    "gpu_kernel": "GpuBincount kernel (one pass)",
+    "gpu_call": "GpuBincount call (with its sync)",
+    "gpu_bincount": "Aesara function with GpuBincount (result to host)",
+    "gpu_bincount_device": "Aesara function with GpuBincount (result on device)",
     "read": "floor: one read of x",
 }
 COLORS = {
@@ -95,8 +111,10 @@ COLORS = {
     "bincount_omp_on": "#1b5e20",
     "cupy": "#da8bc3",
     "torch_cuda": "#8172b3",
-    "gpu_bincount": "#c44e52",
-    "gpu_bincount_device": "#8b1a1a",
+    "gpu_kernel": "#e17c05",
+    "gpu_call": "#c44e52",
+    "gpu_bincount": "#8b1a1a",
+    "gpu_bincount_device": "#5f0f40",
     "read": "black",
 }
 #: The seed case of the headline plot.
@@ -108,13 +126,53 @@ class SchemaError(ValueError):
 
 
 # -- reading -----------------------------------------------------------------
+#: ``bench_gpu.py`` row field -> implementation name here.
+GPU_BENCH_TIMES = {
+    "numpy_ms": "numpy",
+    "floor_ms": "read",
+    "kernel_ms": "gpu_kernel",
+    "call_ms": "gpu_call",
+    "aesara_ms": "gpu_bincount",
+    "cupy_ms": "cupy",
+    "torch_ms": "torch_cuda",
+}
+
+
+def from_bench_gpu(data: dict, path: str) -> dict:
+    """Convert the JSON of ``benchmarks/bench_gpu.py --json`` to the format here."""
+    meta = dict(data.get("meta") or {})
+    if not meta.get("date"):
+        meta["date"] = datetime.date.fromtimestamp(os.path.getmtime(path)).isoformat()
+    if meta.get("stack"):
+        meta["stack"] = str(meta["stack"])
+    rows = []
+    for row in data["rows"]:
+        ms = {name: row[key] for key, name in GPU_BENCH_TIMES.items() if row.get(key) is not None}
+        rows.append(
+            dict(
+                n=row["N"],
+                bins=row["bins"],
+                dist="all-equal" if row.get("kind") == "equal" else row.get("kind"),
+                dtype=row["dtype"],
+                weighted=bool(row.get("weighted", False)),
+                ms=ms,
+            )
+        )
+    return {"kind": "gpu", "machine": meta, "rows": rows}
+
+
 def load(path: str) -> dict:
-    """Read and check one results file; add ``kind`` and ``path`` to it."""
+    """Read and check one results file; add ``kind`` and ``paths`` to it."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     where = f"{path}: see the 'Input' section of benchmarks/plot.py"
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise SchemaError(f"{where} (a JSON object with a 'rows' list)")
+    if "meta" in data and all(isinstance(r, dict) and "N" in r for r in data["rows"]):
+        try:
+            data = from_bench_gpu(data, path)
+        except (KeyError, TypeError) as exc:
+            raise SchemaError(f"{where} (a bench_gpu.py row lacks {exc})") from None
     data.setdefault("machine", {})
     for i, row in enumerate(data["rows"]):
         missing = {"n", "bins", "dist", "dtype", "weighted", "ms"} - set(row)
@@ -131,8 +189,30 @@ def load(path: str) -> dict:
     if kind not in ("cpu", "gpu"):
         raise SchemaError(f"{where} (kind must be 'cpu' or 'gpu', got {kind!r})")
     data["kind"] = kind
-    data["path"] = path
+    data["paths"] = [path]
     return data
+
+
+def merge(first: dict, second: dict) -> dict:
+    """Two results files of one kind as one: ``first``'s figures win.
+
+    Rows are matched on (n, bins, dist, dtype, weighted); a time missing from
+    a row of ``first`` is taken from ``second`` (e.g. the standalone and the
+    Aesara runs of ``bench_gpu.py``).
+    """
+    def key(r):
+        return (r["n"], r["bins"], r["dist"], r["dtype"], r["weighted"])
+
+    rows = {key(r): dict(r, ms=dict(r["ms"])) for r in first["rows"]}
+    for r in second["rows"]:
+        have = rows.setdefault(key(r), dict(r, ms={}))
+        for name, ms in r["ms"].items():
+            have["ms"].setdefault(name, ms)
+    machine = dict(second["machine"], **first["machine"])
+    return dict(
+        kind=first["kind"], machine=machine, rows=list(rows.values()),
+        paths=first["paths"] + second["paths"],
+    )
 
 
 def discover(kind: str, folder: str = RESULTS) -> Optional[dict]:
@@ -168,7 +248,9 @@ def implementations(rows: Sequence[dict]) -> List[str]:
 
 
 # -- labels ------------------------------------------------------------------
-def label(key: str, machine: dict) -> str:
+def label(key: str, machine: dict, kind: str = "cpu") -> str:
+    if key == "read" and kind == "gpu":
+        return "floor: bytes of x / device bandwidth"
     text = LABELS.get(key, key)
     if key == "bincount_omp_on" and machine.get("omp_threads"):
         text += f" ({machine['omp_threads']} threads)"
@@ -189,6 +271,9 @@ def machine_parts(data: dict) -> Tuple[str, str, str]:
     machine = []
     if data["kind"] == "gpu" and m.get("gpu"):
         extra = ", ".join(f"{k} {m[k]}" for k in ("driver", "cuda") if m.get(k))
+        if m.get("copy_bandwidth_GBps"):
+            bw = f"device copy {float(m['copy_bandwidth_GBps']):.0f} GB/s"
+            extra = f"{extra}, {bw}" if extra else bw
         machine.append(str(m["gpu"]) + (f" ({extra})" if extra else ""))
     if m.get("cpu"):
         cpu = str(m["cpu"])
@@ -215,10 +300,14 @@ def machine_line(data: dict) -> str:
     return "; ".join(p for p in machine_parts(data) if p)
 
 
+def _sources(data: dict) -> str:
+    return ", ".join(_relpath(p) for p in data["paths"])
+
+
 def footer(data: dict, note: str = "") -> str:
     """Three lines for the foot of a plot: machine, versions and date, data file."""
     machine, versions, date = machine_parts(data)
-    last = f"{date}; data: {_relpath(data['path'])}" + (f"; {note}" if note else "")
+    last = f"{date}; data: {_sources(data)}" + (f"; {note}" if note else "")
     return "\n".join(p for p in (machine, versions, last) if p)
 
 
@@ -281,9 +370,24 @@ def _legend(fig, axes) -> None:
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.36, top=0.86, wspace=0.25)
 
 
+def line_rows(data: dict, dist: str, dtype: str) -> Tuple[List[dict], str]:
+    """Unweighted rows of ``dist`` for the line plots, and their dtype of x.
+
+    ``dtype`` when it has as many cells as any other dtype, else the dtype
+    with the most (a GPU grid may be int32 only, with one int64 seed row).
+    """
+    rows = select(data["rows"], dist=dist, weighted=False)
+    counts = {}
+    for r in rows:
+        counts[r["dtype"]] = counts.get(r["dtype"], 0) + 1
+    if counts and counts.get(dtype, 0) < max(counts.values()):
+        dtype = max(sorted(counts), key=counts.get)
+    return select(rows, dtype=dtype), dtype
+
+
 def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "") -> Optional[str]:
     """Median ms per call against N, one panel per bin count."""
-    rows = select(data["rows"], dist=dist, dtype=dtype, weighted=False)
+    rows, dtype = line_rows(data, dist, dtype)
     if not rows:
         return None
     bins_list = sorted({r["bins"] for r in rows})
@@ -300,7 +404,7 @@ def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "")
         for key in keys:
             pts = [(n, r["ms"][key]) for n, r in zip(ns, cell) if key in r["ms"]]
             if pts:
-                ax.plot(*zip(*pts), label=label(key, data["machine"]), **_style(key))
+                ax.plot(*zip(*pts), label=label(key, data["machine"], data["kind"]), **_style(key))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"bins = {_bins_text(bins)}", fontsize=10)
@@ -318,7 +422,7 @@ def plot_speedup_vs_bins(
     data: dict, path: str, dist: str, dtype: str, note: str = ""
 ) -> Optional[str]:
     """numpy's time over each implementation's, against the bin count, per N."""
-    rows = select(data["rows"], dist=dist, dtype=dtype, weighted=False)
+    rows, dtype = line_rows(data, dist, dtype)
     if not rows:
         return None
     ns = sorted({r["n"] for r in rows})
@@ -337,9 +441,9 @@ def plot_speedup_vs_bins(
         for key in keys:
             pts = [(b, r["ms"]["numpy"] / r["ms"][key]) for b, r in zip(bins, cell) if r["ms"].get(key)]
             if pts:
-                lab = label(key, data["machine"])
+                lab = label(key, data["machine"], data["kind"])
                 if key == "read":
-                    lab = "floor: numpy / one read of x"
+                    lab = "floor: numpy / " + ("one read of x" if data["kind"] == "cpu" else "floor")
                 ax.plot(*zip(*pts), label=lab, **_style(key))
         ax.axhline(1.0, color=COLORS["numpy"], linewidth=1, label="numpy.bincount (1x)")
         ax.set_xscale("log")
@@ -354,6 +458,10 @@ def plot_speedup_vs_bins(
     _legend(fig, axes)
     _save(fig, path)
     return path
+
+
+def _ms_text(ms: float) -> str:
+    return f"{ms:.2f}" if ms >= 0.1 else f"{ms:.3g}"
 
 
 def _versus(numpy_ms: float, ms: float, key: str) -> str:
@@ -380,7 +488,7 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
             for key in implementations(cell):
                 if data is gpu and key in ("numpy", "aesara") and cpu is not None:
                     continue  # the CPU run already has these bars
-                name = label(key, data["machine"]) + (tag if key in ("numpy", "read") else "")
+                name = label(key, data["machine"], data["kind"]) + (tag if key in ("numpy", "read") else "")
                 bars.append((name, ms[key], key))
         if bars:
             panels.append((title, bars))
@@ -409,12 +517,18 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
                 rect.set_facecolor("white")
                 rect.set_edgecolor("black")
                 rect.set_hatch(hatch)
-        top = max(values)
+        top, low = max(values), min(values)
+        log = top / max(low, 1e-9) > 100  # GPU bars next to CPU ones
         for y, (v, key) in enumerate(zip(values, [b[2] for b in bars][::-1])):
-            ax.text(v + top * 0.01, y, f"{v:.2f} ms  {_versus(numpy_ms, v, key)}", va="center", fontsize=8)
-        ax.set_xlim(0, top * 1.6)
+            x_text = v * 1.15 if log else v + top * 0.01
+            ax.text(x_text, y, f"{_ms_text(v)} ms  {_versus(numpy_ms, v, key)}", va="center", fontsize=8)
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(low / 2, top * 30)
+        else:
+            ax.set_xlim(0, top * 1.75)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("median ms per call")
+        ax.set_xlabel("median ms per call" + (" (log)" if log else ""))
         ax.tick_params(axis="y", labelsize=8)
     foot = footer(base, note)
     if gpu is not None and base is not gpu:
@@ -427,7 +541,9 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
 
 # -- the manifest --------------------------------------------------------------
 def _caption(kind: str, name: str, data: dict, dist: str, dtype: str, note: str) -> str:
-    run = f"Measured on {machine_line(data)}; data: ``{_relpath(data['path'])}``."
+    run = f"Measured on {machine_line(data)}; data: " + ", ".join(
+        f"``{_relpath(p)}``" for p in data["paths"]
+    ) + "."
     if note:
         run += f" {note[0].upper()}{note[1:]}."
     if name == "time_vs_n":
@@ -463,9 +579,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     given: Dict[str, dict] = {}
     for path in args.results:
         data = load(path)
-        if data["kind"] in given:
-            p.error(f"two {data['kind']} files given: {given[data['kind']]['path']} and {path}")
-        given[data["kind"]] = data
+        kind = data["kind"]
+        given[kind] = merge(given[kind], data) if kind in given else data
     for kind in ("cpu", "gpu"):
         if kind not in given:
             found = discover(kind, args.results_dir)
@@ -490,15 +605,18 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
                         name=name,
                         file=fname,
                         alt=f"{kind.upper()} benchmark: {name.replace('_', ' ')}",
-                        caption=_caption(kind, name, data, args.dist, args.dtype, args.note),
-                        sources=[_relpath(data["path"])],
+                        caption=_caption(
+                            kind, name, data, args.dist,
+                            line_rows(data, args.dist, args.dtype)[1], args.note,
+                        ),
+                        sources=[_relpath(p) for p in data["paths"]],
                         date=str(data["machine"].get("date", "")),
                     )
                 )
     headline = os.path.join(args.out, "headline.png")
     if plot_headline(given.get("cpu"), given.get("gpu"), headline, args.note):
         written.append(headline)
-        sources = [_relpath(d["path"]) for d in given.values()]
+        sources = [_relpath(p) for d in given.values() for p in d["paths"]]
         manifest.append(
             dict(
                 kind="headline",

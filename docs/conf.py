@@ -34,6 +34,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "perfplots",
+    "optional_api",
 ]
 
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
@@ -47,6 +48,10 @@ html_copy_source = False
 # -- autodoc / numpydoc ------------------------------------------------------
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"  # numpydoc sections carry the types
+# Methods that only override Aesara's Op/Type interface (make_node, perform,
+# c_code_cache_version, ...) have no docstring of their own; do not show
+# Aesara's generic text for them: the class docstrings describe the contract.
+autodoc_inherit_docstrings = False
 # Class members are documented by explicit directives, not by numpydoc's
 # autosummary tables (which would need generated stub pages).
 numpydoc_show_class_members = False
@@ -63,6 +68,13 @@ import aesara.tensor as at
 from aesara.compile.mode import get_default_mode
 from aesara.tensor.extra_ops import bincount
 import aesara_bincount
+
+try:  # the GPU part's code (not a GPU): examples about it run where it is
+    import aesara_bincount.gpu.rewriting  # noqa: F401
+
+    HAS_GPU_CODE = True
+except ImportError:
+    HAS_GPU_CODE = False
 """
 doctest_default_flags = (
     doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.DONT_ACCEPT_TRUE_FOR_1

@@ -95,16 +95,25 @@ def plot_module():
     return load_plot_module()
 
 
-def fake_gpu_results(path):
-    with open(QUICK, encoding="utf-8") as f:
-        cpu = json.load(f)
+def fake_gpu_results(path, stack="aesara"):
+    """A results file in the format ``benchmarks/bench_gpu.py --json`` writes."""
     rows = []
-    for row in cpu["rows"]:
-        ms = {"numpy": row["ms"]["numpy"], "gpu_bincount": 0.1, "cupy": 0.2, "read": 0.01}
-        rows.append(dict(row, ms=ms))
-    machine = dict(cpu["machine"], gpu="Test GPU", cuda="12.4", cupy="13.3.0")
+    for n in (10**6, 10**8):
+        for bins in (1000, 10**6):
+            for kind in ("uniform", "equal"):
+                rows.append(dict(N=n, bins=bins, kind=kind, dtype="int32", correct=True,
+                                 kernel_ms=n / 4e7, call_ms=n / 3e7, cupy_ms=n / 1e7,
+                                 torch_ms=None, numpy_ms=n / 5e5, floor_ms=n / 1e9))
+    seed = dict(N=10**6, bins=1000, kind="uniform", dtype="int64", correct=True, seed=True,
+                kernel_ms=0.02, call_ms=0.05, cupy_ms=0.1, torch_ms=None, numpy_ms=2.0,
+                floor_ms=0.002)
+    if stack == "aesara":
+        seed["aesara_ms"] = 0.3
+    rows.append(seed)
+    meta = dict(stack=stack, gpu="Test GPU", python="3.11.7", numpy="1.26.4", cupy="13.3.0",
+                torch=None, copy_bandwidth_GBps=4000.0, availability="ok")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"kind": "gpu", "machine": machine, "rows": rows}, f)
+        json.dump({"meta": meta, "rows": rows}, f)
     return path
 
 
@@ -136,12 +145,26 @@ def test_plot_script_draws_gpu_plots_only_with_gpu_results(tmp_path, plot_module
     gpu_entries = [e for e in manifest["plots"] if e["kind"] == "gpu"]
     assert {e["file"] for e in gpu_entries} == {"gpu_time_vs_n.png", "gpu_speedup_vs_bins.png"}
     assert all("Test GPU" in e["caption"] for e in gpu_entries)
+    # The GPU grid is int32 only: the line plots use it rather than the int64 seed row.
+    assert all("int32" in e["caption"] for e in gpu_entries)
     # Without GPU results the GPU plots disappear again.
     os.remove(gpu)
     plot_module.main([QUICK, "--out", str(out), "--results-dir", str(results)])
     manifest = json.loads((out / "plots.json").read_text())
     assert not [e for e in manifest["plots"] if e["kind"] == "gpu"]
     assert not (out / "gpu_time_vs_n.png").exists()
+
+
+def test_plot_script_merges_the_gpu_runs(tmp_path, plot_module):
+    standalone = plot_module.load(str(fake_gpu_results(tmp_path / "a.json", "standalone")))
+    aesara_run = plot_module.load(str(fake_gpu_results(tmp_path / "b.json", "aesara")))
+    assert standalone["kind"] == aesara_run["kind"] == "gpu"
+    merged = plot_module.merge(standalone, aesara_run)
+    assert len(merged["rows"]) == len(standalone["rows"])
+    (seed,) = plot_module.select(merged["rows"], **plot_module.HEADLINE, weighted=False)
+    assert set(seed["ms"]) == {"numpy", "read", "gpu_kernel", "gpu_call", "cupy", "gpu_bincount"}
+    assert merged["machine"]["stack"] == "standalone"
+    assert len(merged["paths"]) == 2
 
 
 def test_plot_script_rejects_malformed_results(tmp_path, plot_module):
