@@ -385,37 +385,44 @@ def line_rows(data: dict, dist: str, dtype: str) -> Tuple[List[dict], str]:
     return select(rows, dtype=dtype), dtype
 
 
+def _line_plot(data, path, rows, panel_by, x_by, title, ylabel, note, keys, value, label_of, decorate):
+    """One panel per value of ``panel_by``; in each, ``value(row, key)`` against ``x_by``."""
+    panels = sorted({r[panel_by] for r in rows})
+    fig, axes = _figure(len(panels), title, footer(data, note))
+    for ax, panel in zip(axes, panels):
+        cell = sorted(select(rows, **{panel_by: panel}), key=lambda r: r[x_by])
+        for key in keys:
+            pts = [(r[x_by], value(r, key)) for r in cell if r["ms"].get(key)]
+            if pts:
+                ax.plot(*zip(*pts), label=label_of(key), **_style(key))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        if len(cell) == 1:
+            ax.set_xlim(cell[0][x_by] / 3, cell[0][x_by] * 3)
+        decorate(ax, panel)
+    axes[0].set_ylabel(ylabel)
+    _legend(fig, axes)
+    _save(fig, path)
+    return path
+
+
 def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "") -> Optional[str]:
     """Median ms per call against N, one panel per bin count."""
     rows, dtype = line_rows(data, dist, dtype)
     if not rows:
         return None
-    bins_list = sorted({r["bins"] for r in rows})
-    keys = implementations(rows)
-    fig, axes = _figure(
-        len(bins_list),
-        f"{data['kind'].upper()}: time per call against N "
-        f"(x {dtype}, {dist} in [0, bins), counts)",
-        footer(data, note),
-    )
-    for ax, bins in zip(axes, bins_list):
-        cell = sorted(select(rows, bins=bins), key=lambda r: r["n"])
-        ns = [r["n"] for r in cell]
-        for key in keys:
-            pts = [(n, r["ms"][key]) for n, r in zip(ns, cell) if key in r["ms"]]
-            if pts:
-                ax.plot(*zip(*pts), label=label(key, data["machine"], data["kind"]), **_style(key))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+
+    def decorate(ax, bins):
         ax.set_title(f"bins = {_bins_text(bins)}", fontsize=10)
         ax.set_xlabel("N (elements of x)")
         ax.grid(True, which="major", alpha=0.3)
-        if len(ns) == 1:
-            ax.set_xlim(ns[0] / 3, ns[0] * 3)
-    axes[0].set_ylabel("median ms per call (log)")
-    _legend(fig, axes)
-    _save(fig, path)
-    return path
+
+    return _line_plot(
+        data, path, rows, "bins", "n",
+        f"{data['kind'].upper()}: time per call against N (x {dtype}, {dist} in [0, bins), counts)",
+        "median ms per call (log)", note, implementations(rows), lambda r, k: r["ms"][k],
+        lambda k: label(k, data["machine"], data["kind"]), decorate,
+    )
 
 
 def plot_speedup_vs_bins(
@@ -425,39 +432,29 @@ def plot_speedup_vs_bins(
     rows, dtype = line_rows(data, dist, dtype)
     if not rows:
         return None
-    ns = sorted({r["n"] for r in rows})
-    keys = [k for k in implementations(rows) if k != "numpy"]
-    t = _ticker()
-    LogLocator, FuncFormatter, NullFormatter = t.LogLocator, t.FuncFormatter, t.NullFormatter
-    fig, axes = _figure(
-        len(ns),
-        f"{data['kind'].upper()}: speed-up over numpy.bincount against the bin count "
-        f"(x {dtype}, {dist}, counts)",
-        footer(data, note),
-    )
-    for ax, n in zip(axes, ns):
-        cell = sorted(select(rows, n=n), key=lambda r: r["bins"])
-        bins = [r["bins"] for r in cell]
-        for key in keys:
-            pts = [(b, r["ms"]["numpy"] / r["ms"][key]) for b, r in zip(bins, cell) if r["ms"].get(key)]
-            if pts:
-                lab = label(key, data["machine"], data["kind"])
-                if key == "read":
-                    lab = "floor: numpy / " + ("one read of x" if data["kind"] == "cpu" else "floor")
-                ax.plot(*zip(*pts), label=lab, **_style(key))
+    ticker = _ticker()
+
+    def label_of(key):
+        if key == "read":
+            return "floor: numpy / " + ("one read of x" if data["kind"] == "cpu" else "floor")
+        return label(key, data["machine"], data["kind"])
+
+    def decorate(ax, n):
         ax.axhline(1.0, color=COLORS["numpy"], linewidth=1, label="numpy.bincount (1x)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
         ax.set_title(f"N = {_n_text(n)}", fontsize=10)
         ax.set_xlabel("bins")
         ax.grid(True, which="both", alpha=0.25)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-    axes[0].set_ylabel("numpy time / time (higher is faster)")
-    _legend(fig, axes)
-    _save(fig, path)
-    return path
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+    return _line_plot(
+        data, path, rows, "n", "bins",
+        f"{data['kind'].upper()}: speed-up over numpy.bincount against the bin count "
+        f"(x {dtype}, {dist}, counts)",
+        "numpy time / time (higher is faster)", note, [k for k in implementations(rows) if k != "numpy"],
+        lambda r, k: r["ms"]["numpy"] / r["ms"][k], label_of, decorate,
+    )
 
 
 def _ms_text(ms: float) -> str:
