@@ -9,7 +9,9 @@ PYTEST_ARGS ?=
 .PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize clean
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
-# build where one lies in pip's find-links.
+# build where one lies in pip's find-links.  torch asks for setuptools >= 77,
+# which lacks the distutils.msvccompiler that Aesara imports, so setuptools is
+# put back below 70 afterwards (torch does not need it at run time).
 TORCH_SPEC ?= torch==2.13.0
 BENCH_ARGS ?=
 
@@ -37,7 +39,9 @@ test-fast: $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
-	-$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)" "setuptools<70"
+	-$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check "setuptools<70"
+	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
 ## The CPU benchmark grid (a few minutes): table and JSON in benchmarks/results/.
