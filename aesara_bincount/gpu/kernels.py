@@ -64,6 +64,8 @@ __all__ = [
     "module_options",
     "bincount_cupy",
     "c_kernel_handles",
+    "GpuUnavailableError",
+    "is_available",
 ]
 
 #: The CUDA source file and its header, in ``c_code/``.
@@ -396,13 +398,18 @@ def _element_stride(a) -> int:
 
 
 class _Buffer:
-    """A zeroed accumulator of ``bins`` bins followed by a bc_status."""
+    """A zeroed accumulator of ``bins`` bins (padded to 8 bytes), then a bc_status.
 
-    def __init__(self, cp, bins: int, acc_dtype: str, out_itemsize: int):
-        itemsize = 4 if acc_dtype in ("uint32", "float32") else 8
+    Its dtype is the output's when the accumulator has the output's layout
+    (a ``uint32`` accumulator of an ``int32`` output holds the same bits), so
+    that the result is a plain slice of it.
+    """
+
+    def __init__(self, cp, bins: int, dtype: str, out_itemsize: int):
+        itemsize = 8 if dtype.endswith("64") else 4
         self.bins = bins + (bins % 2 if itemsize == 4 else 0)
         try:
-            self.array = cp.zeros(self.bins + STATUS_BYTES // itemsize, dtype=acc_dtype)
+            self.array = cp.zeros(self.bins + STATUS_BYTES // itemsize, dtype=dtype)
         except MemoryError as exc:
             raise MemoryError(_msg("BC_MSG_NO_MEMORY", bins, out_itemsize)) from exc
 
@@ -583,7 +590,8 @@ def bincount_cupy(
             raise MemoryError(_msg("BC_MSG_NO_MEMORY", n, out_itemsize)) from exc
     stream = cp.cuda.get_current_stream().ptr
     bins = n if scatter else first_pass_bins(n, capacity_hint)
-    buf = _Buffer(cp, bins, acc.acc_dtype, out_itemsize)
+    buf_dtype = out_dtype if acc.finish is None else acc.acc_dtype
+    buf = _Buffer(cp, bins, buf_dtype, out_itemsize)
     _launch_hist(mod, acc, x, weights, buf, 0, bins, n, scatter, stream)
     top, bad_pos, bad_value = buf.status()
     if bad_pos is not None:
@@ -598,13 +606,12 @@ def bincount_cupy(
         length = max(top + 1, n)
     _check_device_size(length, out_itemsize, mod)
     if length > bins:
-        bigger = _Buffer(cp, length, acc.acc_dtype, out_itemsize)
+        bigger = _Buffer(cp, length, buf_dtype, out_itemsize)
         bigger.array[:bins] = buf.array[:bins]
         _launch_hist(mod, acc, x, weights, bigger, bins, length, n, scatter, stream)
         buf = bigger
     result = buf.array[:length]
     if acc.finish is None:
-        result = result.view(out_dtype)
         if (buf.array.size - length) * buf.array.itemsize > CONSTANTS["COMPACT_MIN_BYTES"]:
             result = result.copy()
         return result
@@ -616,3 +623,47 @@ def bincount_cupy(
     params = FinishParams(src=buf.ptr, dst=out.data.ptr, count=length)
     _driver_mod.driver().launch(kernel_function(mod, acc.finish), blocks, THREADS, 0, stream, params)
     return out
+
+
+# ---------------------------------------------------------------------------
+# Availability
+# ---------------------------------------------------------------------------
+
+
+class GpuUnavailableError(RuntimeError):
+    """No usable GPU: CuPy, the driver, a device or NVRTC is missing."""
+
+
+def is_available() -> Tuple[bool, str]:
+    """Whether a usable GPU is there, and why not.
+
+    Checks, in order: CuPy imports; the CUDA driver library loads and
+    initializes; CuPy sees a device; NVRTC loads.  Nothing is compiled.
+
+    Returns
+    -------
+    (bool, str)
+        ``(True, description)`` or ``(False, the first missing piece)``.
+    """
+    try:
+        cp = _cupy()
+    except ImportError as exc:
+        return False, f"CuPy is not installed ({exc}); pip install 'aesara-bincount[cuda12]'"
+    try:
+        drv = _driver_mod.driver()
+    except _driver_mod.CudaDriverError as exc:
+        return False, str(exc)
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CuPy's CUDARuntimeError and friends
+        return False, f"CuPy finds no usable CUDA device ({exc})"
+    if count < 1:
+        return False, "no CUDA device"
+    try:
+        lib = nvrtc.load(drv.version)
+    except nvrtc.NvrtcError as exc:
+        return False, str(exc)
+    return True, (
+        f"{count} CUDA device(s), driver CUDA {drv.version // 1000}.{drv.version % 1000 // 10}, "
+        f"NVRTC {lib.version[0]}.{lib.version[1]}, CuPy {cp.__version__}"
+    )
