@@ -67,7 +67,8 @@ class CompiledImage:
     target : str
         The ``-arch`` value used, e.g. ``"sm_90"`` or ``"compute_86"``.
     log : str
-        NVRTC's log (warnings), usually empty.
+        NVRTC's log (warnings), usually empty; kept in the cache beside the
+        image, so an image read from the cache still has it.
     """
 
     data: bytes
@@ -365,9 +366,10 @@ def compile_cached(
         stem = os.path.splitext(os.path.basename(name))[0]
         path = os.path.join(cache_dir(), f"{stem}-{arch}-{key}.{kind}")
         data = _read(path)
-        log = ""
+        log = (_read(path + ".log") or b"").decode(errors="replace")
         if not data:
             data, log = nvrtc.compile(source, name, full_options, headers, kind)
+            _write_atomically(path + ".log", log.encode())
             _write_atomically(path, data)
         image = CompiledImage(data=data, kind=kind, target=arch, log=log)
         _memory[key] = image
