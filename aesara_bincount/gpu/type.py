@@ -191,8 +191,9 @@ class GpuArrayType(CType, HasDataType, HasShape):
                     raise TypeError(
                         f"{self} expected a cupy.ndarray of dtype {self.dtype}, got {data.dtype}"
                     )
-                # Validate the cast on a host sample of the same dtype (cheap and exact).
-                self.host_type().filter(
+                # TensorType's casting rules depend on the dtypes only: check them
+                # on an empty host array of the same dtype.
+                TensorType(self.dtype, shape=(None,) * data.ndim).filter(
                     np.zeros((0,) * data.ndim, dtype=data.dtype), allow_downcast=allow_downcast
                 )
                 data = data.astype(self.dtype)
