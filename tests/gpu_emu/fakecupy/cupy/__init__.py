@@ -21,6 +21,11 @@ class _Memory:
         self.ptr = array.__array_interface__["data"][0]
         self.device_id = 0
 
+    def copy_from_device_async(self, src, nbytes, stream=None):
+        import ctypes
+
+        ctypes.memmove(self.ptr, src.ptr, nbytes)
+
 
 class ndarray(_np.ndarray):
     """A "device" array: NumPy memory with CuPy's attributes."""
@@ -82,9 +87,28 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
         def getDeviceCount():
             return 1
 
+        @staticmethod
+        def getDeviceProperties(device):
+            return {"name": b"CPU emulation"}
+
     @staticmethod
     def get_current_stream():
         return cuda._Stream()
+
+    class Event:
+        """Host wall-clock stand-in for a CUDA event."""
+
+        def record(self, stream=None):
+            import time
+
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    @staticmethod
+    def get_elapsed_time(start, end):
+        return (end.t - start.t) * 1e3
 
 
 def _check(nbytes):
@@ -144,3 +168,23 @@ def arange(*args, **kwargs):
 
 def full(shape, value, dtype=None):
     return _device(_np.full(shape, value, dtype=dtype))
+
+
+def empty_like(a):
+    return empty(a.shape, a.dtype)
+
+
+def bincount(x, weights=None, minlength=0):
+    return _device(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
+
+
+class _Pool:
+    def free_all_blocks(self):
+        pass
+
+
+def get_default_memory_pool():
+    return _Pool()
+
+
+uint8 = _np.uint8
