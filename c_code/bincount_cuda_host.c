@@ -273,12 +273,8 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
         PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "x", 1, xi.ndim);
         return -1;
     }
-    if (bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &n) != 0)
+    if (bc_read_length(n_in, BC_SCATTER, &n) != 0)
         return -1;
-    if (n < 0) {
-        PyErr_Format(PyExc_ValueError, BC_SCATTER ? BC_MSG_LENGTH : BC_MSG_MINLENGTH, n);
-        return -1;
-    }
     api = bc_cuda();
     if (api == NULL || APPLY_SPECIFIC(bc_gpu_prepare)(api, st) != 0 ||
         APPLY_SPECIFIC(bc_gpu_check_size)(st, n) != 0)
@@ -288,20 +284,9 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
         PyErr_SetString(PyExc_RuntimeError, "GpuBincount: weights missing");
         return -1;
     }
-    if (bc_gpuarray_info_of(w_in, "weights", &wi) != 0)
+    if (bc_gpuarray_info_of(w_in, "weights", &wi) != 0 ||
+        bc_check_weights(BC_SCATTER, wi.ndim, wi.length, xi.length) != 0)
         return -1;
-    if (!BC_SCATTER && wi.ndim != 1) {
-        PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "weights", 1, wi.ndim);
-        return -1;
-    }
-    if (!BC_SCATTER && wi.length != xi.length) {
-        PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS, wi.length, xi.length);
-        return -1;
-    }
-    if (BC_SCATTER && wi.length != xi.length && wi.length != 1) {
-        PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS_BCAST, wi.length, xi.length);
-        return -1;
-    }
     w_ptr = wi.ptr;
     w_stride = wi.length == xi.length ? wi.stride : 0;
     if (APPLY_SPECIFIC(bc_gpu_check_device)(api, &wi, "weights") != 0)

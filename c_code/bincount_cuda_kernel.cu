@@ -175,21 +175,13 @@ template <typename T> __device__ __forceinline__ T warp_sum(T v)
         v += __shfl_xor_sync(FULL_WARP, v, d);
     return v;
 }
-__device__ __forceinline__ bc_u64 warp_max(bc_u64 v)
+/* The largest (MAX) or smallest value of v across the warp. */
+template <bool MAX> __device__ __forceinline__ bc_u64 warp_extreme(bc_u64 v)
 {
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) {
         const bc_u64 o = __shfl_xor_sync(FULL_WARP, v, d);
-        v = o > v ? o : v;
-    }
-    return v;
-}
-__device__ __forceinline__ bc_u64 warp_min(bc_u64 v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-        const bc_u64 o = __shfl_xor_sync(FULL_WARP, v, d);
-        v = o < v ? o : v;
+        v = (MAX ? o > v : o < v) ? o : v;
     }
     return v;
 }
@@ -391,8 +383,8 @@ __device__ __forceinline__ void hist(const bc_hist_params &p)
     pass.run();
 
     /* Publish the range check: one atomic per warp. */
-    const bc_u64 vmax = warp_max(pass.vmax);
-    const bc_u64 first_bad = warp_min(pass.first_bad);
+    const bc_u64 vmax = warp_extreme<true>(pass.vmax);
+    const bc_u64 first_bad = warp_extreme<false>(pass.first_bad);
     if (pass.lane == 0) {
         if (vmax != 0)
             atomicMax(&status->max_value, vmax);

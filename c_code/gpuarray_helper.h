@@ -131,19 +131,28 @@ static int bc_read_ll(PyObject *obj, const char *name, long long *value)
     return (*value == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* Device address of the first element of a cupy.ndarray. */
+/* The integer attribute `name` of `obj`, as an unsigned 64-bit value (a
+ * device address or a stream handle). */
+static int bc_read_ull(PyObject *obj, const char *name, unsigned long long *value)
+{
+    PyObject *attr = PyObject_GetAttrString(obj, name);
+    if (attr == NULL)
+        return -1;
+    *value = PyLong_AsUnsignedLongLong(attr);
+    Py_DECREF(attr);
+    return (*value == (unsigned long long)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Device address of the first element of a cupy.ndarray (a.data.ptr). */
 static int bc_gpuarray_ptr(PyObject *a, unsigned long long *ptr)
 {
-    PyObject *data = PyObject_GetAttrString(a, "data"), *p;
+    PyObject *data = PyObject_GetAttrString(a, "data");
+    int rc;
     if (data == NULL)
         return -1;
-    p = PyObject_GetAttrString(data, "ptr");
+    rc = bc_read_ull(data, "ptr", ptr);
     Py_DECREF(data);
-    if (p == NULL)
-        return -1;
-    *ptr = PyLong_AsUnsignedLongLong(p);
-    Py_DECREF(p);
-    return (*ptr == (unsigned long long)-1 && PyErr_Occurred()) ? -1 : 0;
+    return rc;
 }
 
 /* Fill *info for a 0-d or 1-d cupy.ndarray `a`; `what` names it in errors. */
@@ -205,19 +214,16 @@ static PyObject *bc_cupy_new(long long length, PyObject *dtype, int zero)
 /* The handle of CuPy's current stream (cupy.cuda.get_current_stream().ptr). */
 static int bc_cupy_current_stream(unsigned long long *stream)
 {
-    PyObject *cuda = bc_cupy_attr("cuda"), *s, *p;
+    PyObject *cuda = bc_cupy_attr("cuda"), *s;
+    int rc;
     if (cuda == NULL)
         return -1;
     s = PyObject_CallMethod(cuda, "get_current_stream", NULL);
     if (s == NULL)
         return -1;
-    p = PyObject_GetAttrString(s, "ptr");
+    rc = bc_read_ull(s, "ptr", stream);
     Py_DECREF(s);
-    if (p == NULL)
-        return -1;
-    *stream = PyLong_AsUnsignedLongLong(p);
-    Py_DECREF(p);
-    return (*stream == (unsigned long long)-1 && PyErr_Occurred()) ? -1 : 0;
+    return rc;
 }
 
 #endif /* AESARA_BINCOUNT_GPUARRAY_HELPER_H */

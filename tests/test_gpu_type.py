@@ -245,6 +245,16 @@ def test_make_node_refuses(build):
         build()
 
 
+def test_gradient_of_the_weights_is_a_gpu_array():
+    x = GpuArrayType("int32", (None,))("x")
+    w = GpuArrayType("float64", (None,))("w")
+    out = GpuBincount()(x, 0, w)
+    gw = aesara.grad(host_from_gpu(out).sum(), w)
+    assert gw.type == w.type
+    wi = GpuArrayType("int64", (None,))("wi")
+    assert isinstance(aesara.grad(host_from_gpu(GpuBincount()(x, 0, wi)).sum(), wi).type, GpuArrayType)
+
+
 def test_unknown_mode():
     with pytest.raises(ValueError):
         GpuBincount("histogram")

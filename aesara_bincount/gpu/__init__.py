@@ -20,6 +20,8 @@ The kernel layer (:mod:`aesara_bincount.gpu.kernels`, :mod:`~.nvrtc`,
 """
 from typing import Callable, Dict, Optional
 
+import numpy as np
+
 from aesara_bincount.gpu import rewriting
 from aesara_bincount.gpu.basic_ops import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount.gpu.kernels import GpuUnavailableError, bincount_cupy, is_available
@@ -93,6 +95,9 @@ def gpu_rows(x_np, w_np=None) -> Dict[str, Callable[[], object]]:
     f = aesara.function([], bincount(gx, **kwargs))
     if not any(isinstance(n.op, GpuBincount) for n in f.maker.fgraph.toposort()):
         raise RuntimeError("the GPU rewrite did not fire")
+    expected = np.bincount(x_np, weights=w_np)
+    if not np.allclose(f(), expected) or not np.allclose(cupy.asnumpy(bincount_cupy(x_gpu, w_gpu)), expected):
+        raise RuntimeError("GpuBincount differs from numpy.bincount")
     sync = cupy.cuda.get_current_stream().synchronize
 
     def run_kernel():
@@ -106,13 +111,13 @@ def gpu_rows(x_np, w_np=None) -> Dict[str, Callable[[], object]]:
         return out
 
     rows: Dict[str, Callable[[], object]] = {
-        "GpuBincount, aesara.function (host result)": f,
-        "GpuBincount kernel layer (device result)": run_kernel,
-        "cupy.bincount (device result)": run_cupy,
+        "GpuBincount, aesara.function (host out)": f,
+        "GpuBincount kernel layer (device out)": run_kernel,
+        "cupy.bincount (device out)": run_cupy,
     }
     torch_row = _torch_row(x_gpu, w_gpu)
     if torch_row is not None:
-        rows["torch.bincount (device result)"] = torch_row
+        rows["torch.bincount (device out)"] = torch_row
     return rows
 
 

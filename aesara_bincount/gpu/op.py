@@ -1,19 +1,15 @@
 """The :class:`GpuBincount` Op: bincount and scatter-add on an NVIDIA GPU."""
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
-from aesara.gradient import DisconnectedType
-from aesara.graph.basic import Apply
 from aesara.link.c.op import ExternalCOp
-from aesara.tensor.basic import as_tensor_variable, cast
-from aesara.tensor.subtensor import advanced_subtensor1
+from aesara.tensor.basic import as_tensor_variable
 
 from aesara_bincount import _c_code
 from aesara_bincount.gpu import kernels
 from aesara_bincount.gpu.basic_ops import gpu_from_host, host_from_gpu
 from aesara_bincount.gpu.type import GpuArrayType
-from aesara_bincount.op import Bincount, _constant_int
-from aesara_bincount.semantics import INDEX_DTYPES, MODES, OUT_DTYPES
+from aesara_bincount.op import Bincount, check_props
 
 __all__ = ["GpuBincount", "gpu_bincount"]
 
@@ -95,28 +91,14 @@ class GpuBincount(ExternalCOp):
     version = 1
 
     def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None):
-        if mode not in MODES:
-            raise ValueError(f"GpuBincount: unknown mode {mode!r}; expected one of {MODES}")
-        if out_dtype is not None:
-            out_dtype = np.dtype(out_dtype).name
-            if out_dtype not in OUT_DTYPES:
-                raise TypeError(
-                    f"GpuBincount: unsupported out_dtype {out_dtype!r}; expected one of {OUT_DTYPES}"
-                )
-        self.mode = mode
-        self.out_dtype = out_dtype
+        self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
         ExternalCOp.__init__(
             self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(gpu_bincount)"
         )
 
     # The plain-C-file pattern of Bincount (no #section markers).
     load_c_code = Bincount.load_c_code
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        for key in ("func_codes", "code_sections", "func_files"):
-            state.pop(key, None)
-        return state
+    __getstate__ = Bincount.__getstate__
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -156,40 +138,11 @@ class GpuBincount(ExternalCOp):
         return (self.version, _c_code.sources_hash(self.c_sources + self.kernel_sources))
 
     # -- graph -------------------------------------------------------------
-    def make_node(self, x, n, weights=None):
-        x = _as_gpu(x)
-        if x.type.ndim != 1:
-            raise TypeError(f"GpuBincount: x must be 1-D, got {x.type.ndim} dimensions")
-        if x.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"GpuBincount: x must have an integer dtype, got {x.type.dtype}")
-        n = as_tensor_variable(n)
-        if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"GpuBincount: n must be an integer scalar, got {n.type}")
-        if n.type.dtype != "int64":
-            n = cast(n, "int64")
-        inputs = [x, n]
-        out_dtype = self.out_dtype
-        if weights is not None:
-            weights = _as_gpu(weights)
-            out_dtype = out_dtype or weights.type.dtype
-            allowed_ndim = (1,) if self.mode == "bincount" else (0, 1)
-            if weights.type.ndim not in allowed_ndim:
-                raise TypeError(
-                    f"GpuBincount: weights must have {' or '.join(map(str, allowed_ndim))} "
-                    f"dimension(s) in {self.mode} mode, got {weights.type.ndim}"
-                )
-            if weights.type.dtype != out_dtype:
-                raise TypeError(
-                    f"GpuBincount: weights must have dtype {out_dtype}, got {weights.type.dtype}"
-                )
-            inputs.append(weights)
-        out_dtype = out_dtype or x.type.dtype
-        if out_dtype not in OUT_DTYPES:
-            raise TypeError(f"GpuBincount: unsupported output dtype {out_dtype}")
-        length = _constant_int(n) if self.mode == "scatter" else None
-        if length is not None and length < 0:
-            length = None
-        return Apply(self, inputs, [GpuArrayType(out_dtype, shape=(length,))()])
+    # Bincount's make_node, with GPU inputs and output: x and weights are GPU
+    # arrays (a tensor is transferred), n stays on the host.
+    as_array = staticmethod(_as_gpu)
+    output_type = GpuArrayType
+    make_node = Bincount.make_node
 
     def prepare_node(self, node, storage_map, compute_map, impl):
         ok, why = kernels.is_available()
@@ -217,21 +170,10 @@ class GpuBincount(ExternalCOp):
     connection_pattern = Bincount.connection_pattern
 
     def L_op(self, inputs, outputs, output_grads):
-        x, n = inputs[:2]
-        grads: List = [DisconnectedType()(), DisconnectedType()()]
-        if len(inputs) > 2:
-            weights = inputs[2]
-            (g,) = output_grads
-            if weights.type.dtype.startswith("float"):
-                gw = advanced_subtensor1(host_from_gpu(g), host_from_gpu(x))
-                if weights.type.ndim == 0:
-                    gw = gw.sum()
-                elif weights.type.shape[0] == 1:
-                    gw = gw.sum(keepdims=True)
-                gw = gpu_from_host(gw)
-            else:
-                gw = gpu_from_host(host_from_gpu(weights).zeros_like().astype("floatX"))
-            grads.append(gw)
+        # Bincount's gradient, computed on the host; the weights' comes back.
+        grads = Bincount.L_op(self, inputs, outputs, output_grads)
+        if len(grads) > 2:
+            grads[2] = _as_gpu(grads[2])
         return grads
 
 
