@@ -15,7 +15,8 @@
 #               function times, the seed case) and the main job.
 #   all         (default) standalone, then aesara; then the table.
 #   dry-run     no GPU needed: runs the same stages on the CPU emulation of
-#               tests/gpu_emu (tiny sizes, a subset of the tests), to check this script.
+#               tests/gpu_emu (tiny sizes, a subset of the tests), to check this script;
+#               with the bundle's parts present it installs and uses the bundle too.
 #
 # Every mode ends with the table, merged from every benchmark run so far (kept in
 # .gpu-check/, which survives between calls on the same machine), written to
@@ -84,6 +85,21 @@ stage() {
   return "$rc"
 }
 
+# run_pytest ARGS...: pytest that fails unless some test passed (all skipped is a failure:
+# it means no GPU was found).
+run_pytest() {
+  local log
+  log=$(mktemp)
+  "$PY" -m pytest --noconftest -q -rs -p no:cacheprovider -W ignore "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ] && ! grep -Eq '[0-9]+ passed' "$log"; then
+    echo "no test passed"
+    rc=5
+  fi
+  rm -f "$log"
+  return "$rc"
+}
+
 skip() {
   printf '%-28s %-26s\n' "$1" "skipped: $2" | tee -a "$SUMMARY" "$LOG"
 }
@@ -124,8 +140,7 @@ EOF
 
 run_standalone() {
   stage machine 60 report_machine
-  stage kernel-tests 300 "$PY" -m pytest --noconftest -q -p no:cacheprovider -W ignore \
-    tests/gpu/test_gpu_kernels.py "${PYTEST_K[@]}"
+  stage kernel-tests 300 run_pytest tests/gpu/test_gpu_kernels.py "${PYTEST_K[@]}"
   stage kernel-benchmark 300 "$PY" benchmarks/bench_gpu.py --standalone "${SMALL[@]}" \
     --json "$STATE/bench-standalone.json"
   if [ "$MODE" = dry-run ]; then
@@ -174,20 +189,21 @@ use_bundle() {
 }
 
 run_aesara() {
-  if [ "$MODE" != dry-run ]; then
+  # A dry run uses the bundle too when its parts are here (then with the fake CuPy first).
+  if [ "$MODE" != dry-run ] || ls "$BUNDLE"/part-* >/dev/null 2>&1; then
     if ! stage bundle-install 180 install_bundle; then
       skip aesara-stages "no usable bundle in $BUNDLE"
       return
     fi
     use_bundle
+    [ "$MODE" = dry-run ] && export PYTHONPATH="$ROOT/tests/gpu_emu/fakecupy:$PYTHONPATH"
     if ! stage bundle-import 120 "$PY" -c \
       'import numpy, cupy, aesara; print("bundle:", numpy.__version__, cupy.__version__, aesara.__version__)'; then
       skip aesara-stages "the bundle does not import"
       return
     fi
   fi
-  stage gpu-tests 420 "$PY" -m pytest --noconftest -q -p no:cacheprovider -W ignore tests/gpu \
-    "${PYTEST_K[@]}"
+  stage gpu-tests 420 run_pytest tests/gpu "${PYTEST_K[@]}"
   stage aesara-benchmark 300 "$PY" benchmarks/bench_gpu.py "${SMALL[@]}" --json "$STATE/bench-aesara.json"
   if [ "$MODE" = dry-run ]; then
     skip main-job "the main job's GPU rows need a GPU"
