@@ -31,12 +31,14 @@
  *     Gomez-Luna et al., "An optimized approach to histogram computation on
  *     GPU", Machine Vision and Applications 24, 2013; CUB's
  *     DeviceHistogram privatizes per block in the same way.)
- *   - Updates are aggregated before any atomic: a thread merges runs of equal
- *     bins inside the elements it loaded together, and when all 32 lanes of a
- *     warp end on the same bin (all-equal or sorted input), their sums are
- *     reduced with shuffles and lane 0 issues one atomic for the warp
- *     (warp-aggregated atomics, as in NVIDIA's blog post "CUDA Pro Tip:
- *     Optimized Filtering with Warp-Aggregated Atomics", 2014).
+ *   - Updates are aggregated before any atomic: each thread keeps a running
+ *     sum for the bin it saw last and adds it (one atomic) only when another
+ *     bin comes, so repeated values (all-equal or sorted input, a hot bin)
+ *     cost one atomic per run instead of one per element; at the end, when
+ *     all 32 lanes of a warp hold the same bin, their sums are reduced with
+ *     shuffles and lane 0 issues one atomic for the warp (warp-aggregated
+ *     atomics, as in NVIDIA's blog post "CUDA Pro Tip: Optimized Filtering
+ *     with Warp-Aggregated Atomics", 2014).
  *   - The range check is fused with the counting: each thread keeps the
  *     largest value and the first refused position it saw; warps reduce them
  *     and one atomicMax per warp publishes them in the bc_status.  The last
@@ -47,8 +49,8 @@
  *     to 16 bytes; __ldcs, since x is read once and should not push the
  *     histogram out of L2) when it is contiguous and aligned, else element
  *     by element with its stride.  Loops over x are
- *     uniform across a warp (all lanes iterate together), which the warp
- *     shuffles and votes require.  Positions are 64-bit.
+ *     uniform across a warp (all lanes iterate together), so that the lanes
+ *     meet for the final warp reduction.  Positions are 64-bit.
  *
  * Counts are exact: shared counters are 32-bit (a block never counts more
  * than BC_CUDA_MAX_ELEMS_PER_BLOCK elements), global ones are the unsigned
@@ -224,13 +226,17 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     bc_u64 vmax;     /* largest value seen (bincount form) */
     bc_u64 first_bad;
     unsigned lane;
+    /* The thread's current run: increments for one bin, not yet added. */
+    bc_u64 run_bin;
+    ACC run_sum;
+    bool have;
 
     __device__ __forceinline__ hist_pass(const bc_hist_params &params, SH *shared)
         : p(params), x(reinterpret_cast<const X *>(params.x)),
           w(reinterpret_cast<const W *>(params.w)), out(reinterpret_cast<ACC *>(params.out)),
           sh(shared), lo((bc_u64)params.lo), span((bc_u64)(params.hi - params.lo)),
           sbins((bc_u64)params.shared_bins), vmax(0), first_bad(NO_POSITION),
-          lane(threadIdx.x & 31u)
+          lane(threadIdx.x & 31u), run_bin(0), run_sum((ACC)0), have(false)
     {
     }
 
@@ -251,48 +257,54 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
             atomicAdd(out + bin, amount);
     }
 
-    /*
-     * Count the V2 elements xv (positions pos0 + k) with increments inc.
-     * Called by all lanes of the warp together; `valid` lanes hold data.
-     */
+    /* Add `inc` to `bin`: to the current run while the bin repeats, else
+     * emit the run and start another. */
+    __device__ __forceinline__ void add(bc_u64 bin, ACC inc)
+    {
+        if (have && bin == run_bin) {
+            run_sum += inc;
+            return;
+        }
+        if (have)
+            emit(run_bin, run_sum);
+        run_bin = bin;
+        run_sum = inc;
+        have = true;
+    }
+
+    /* Check and count the V2 elements xv (positions pos0 + k), when `valid`. */
     template <int V2>
     __device__ __forceinline__ void process(const X (&xv)[V2], const ACC (&inc)[V2],
                                             bc_i64 pos0, bool valid)
     {
-        bc_u64 run_bin = 0;
-        ACC run = (ACC)0;
-        bool have = false;
-        if (valid) {
+        if (!valid)
+            return;
 #pragma unroll
-            for (int k = 0; k < V2; k++) {
-                bc_u64 bin = 0;
-                if (!to_bin(xv[k], sign(), p, bin, vmax)) {
-                    const bc_u64 pos = (bc_u64)(pos0 + k);
-                    first_bad = pos < first_bad ? pos : first_bad;
-                    continue;
-                }
-                if (bin - lo >= span)
-                    continue;
-                if (have && bin == run_bin) {
-                    run += inc[k];
-                } else {
-                    if (have)
-                        emit(run_bin, run);
-                    run_bin = bin;
-                    run = inc[k];
-                    have = true;
-                }
+        for (int k = 0; k < V2; k++) {
+            bc_u64 bin = 0;
+            if (!to_bin(xv[k], sign(), p, bin, vmax)) {
+                const bc_u64 pos = (bc_u64)(pos0 + k);
+                first_bad = pos < first_bad ? pos : first_bad;
+            } else if (bin - lo < span) {
+                add(bin, inc[k]);
             }
         }
-        /* Does every lane end on the same bin?  Then one atomic for the warp. */
+    }
+
+    /* Emit the last runs.  All lanes of the warp call it together: when every
+     * lane's run is on the same bin (all-equal input), one atomic adds the
+     * warp's sum. */
+    __device__ __forceinline__ void flush()
+    {
         const bc_u64 lead = __shfl_sync(FULL_WARP, run_bin, 0);
         if (__all_sync(FULL_WARP, have && run_bin == lead)) {
-            const ACC total = warp_sum(run);
+            const ACC total = warp_sum(run_sum);
             if (lane == 0)
                 emit(lead, total);
         } else if (have) {
-            emit(run_bin, run);
+            emit(run_bin, run_sum);
         }
+        have = false;
     }
 
     /* Elements [start, end) one at a time, with the strides of x and w. */
@@ -363,6 +375,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         } else {
             scalar_loop(0, p.size, first_warp, warps);
         }
+        flush();
     }
 };
 

@@ -95,6 +95,10 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
     def get_current_stream():
         return cuda._Stream()
 
+    @staticmethod
+    def set_allocator(allocator=None):
+        pass
+
     class Event:
         """Host wall-clock stand-in for a CUDA event."""
 
