@@ -6,7 +6,7 @@ registers ``aesara_bincount`` and ``aesara_bincount.gpu`` as bare packages
 (their ``__init__`` files do not run), so that the kernel layer
 (``aesara_bincount.gpu.kernels``, ``nvrtc``, ``driver``), which imports
 neither Aesara nor CuPy at import time, loads on its own.  Used by
-``benchmarks/bench_gpu.py`` and ``tests/gpu/test_gpu_kernels.py``.
+``benchmarks/bench_gpu.py`` and ``tests/gpu/test_cuda_kernel_layer.py``.
 """
 import importlib
 import os

@@ -6,7 +6,7 @@
 #
 #   standalone  with the machine's own Python (e.g. 3.12, NumPy 2, CuPy 14, PyTorch; no
 #               Aesara): report the machine; test the stand-alone kernel layer
-#               (tests/gpu/test_gpu_kernels.py); time it against cupy.bincount,
+#               (tests/gpu/test_cuda_kernel_layer.py); time it against cupy.bincount,
 #               torch.bincount and numpy.bincount; run compute-sanitizer's memcheck and
 #               racecheck on a small kernel-layer run, if compute-sanitizer is there.
 #   aesara      install the offline bundle (NumPy 1.26, Aesara 2.9.4, CuPy 13, NVRTC 12)
@@ -140,7 +140,7 @@ EOF
 
 run_standalone() {
   stage machine 60 report_machine
-  stage kernel-tests 300 run_pytest tests/gpu/test_gpu_kernels.py "${PYTEST_K[@]}"
+  stage kernel-tests 300 run_pytest tests/gpu/test_cuda_kernel_layer.py "${PYTEST_K[@]}"
   stage kernel-benchmark 300 "$PY" benchmarks/bench_gpu.py --standalone "${SMALL[@]}" \
     --json "$STATE/bench-standalone.json"
   if [ "$MODE" = dry-run ]; then

@@ -36,8 +36,9 @@ def test_gpu_suite_on_the_cpu_emulation():
     why = _nvrtc_missing()
     if why:
         pytest.skip(why)
-    if emu.compiler() is None:
-        pytest.skip("no g++ to build the fake libcuda")
+    problem = emu.cxx20_problem()
+    if problem:
+        pytest.skip(problem)
     lib = emu.build()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",

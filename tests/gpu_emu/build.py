@@ -3,6 +3,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -21,6 +22,19 @@ FAKECUPY = os.path.join(HERE, "fakecupy")
 def compiler():
     """The C++ compiler, or None."""
     return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def cxx20_problem() -> Optional[str]:
+    """Why the C++ compiler cannot build the emulation (None if it can)."""
+    cxx = compiler()
+    if cxx is None:
+        return "no C++ compiler (g++)"
+    probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n"
+    proc = subprocess.run(
+        [cxx, "-std=c++20", "-pthread", "-x", "c++", "-", "-o", os.devnull],
+        input=probe, capture_output=True, text=True,
+    )  # fmt: skip
+    return None if proc.returncode == 0 else f"{cxx} cannot compile C++20 <barrier>"
 
 
 def build(out_dir: str = BUILD_DIR) -> str:

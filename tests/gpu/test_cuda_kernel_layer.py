@@ -3,7 +3,7 @@
 Runs on a real GPU, on the CPU emulation (``tests/test_gpu_emulated.py``),
 or is skipped.  Imports no Aesara, so it also runs on a GPU machine whose
 Python has NumPy 2 and CuPy 14 (``scripts/gpu_check.sh``:
-``pytest --noconftest tests/gpu/test_gpu_kernels.py``).
+``pytest --noconftest tests/gpu/test_cuda_kernel_layer.py``).
 """
 import os
 import sys
