@@ -37,7 +37,9 @@ which the host C code of :class:`~aesara_bincount.gpu.GpuBincount` uses too.
    ``MAX_COPIES`` replicated copies while each copy still gets
    ``COPY_MIN_ELEMS_PER_BIN`` elements per bin; the bins beyond go to global
    memory with atomics.  Few bins: everything is counted in shared memory.
-   Many bins: mostly global atomics, aggregated per warp for runs.
+   Many bins: mostly global atomics.  Either way a thread adds up a run of
+   equal bins before one atomic, and a warp whose lanes end on one bin adds
+   their sums with one atomic.
 
 The result is returned as a view of the first pass's buffer when that wastes
 less than ``COMPACT_MIN_BYTES``, else copied to an exact-size array.
@@ -48,6 +50,8 @@ import re
 import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
+
+import numpy
 
 from aesara_bincount import _c_code
 from aesara_bincount.gpu import driver as _driver_mod
@@ -154,7 +158,7 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
     """The :class:`Accumulation` for an output dtype, counted or weighted."""
     if out_dtype not in OUT_DTYPES:
         raise TypeError(f"bincount: unsupported output dtype {out_dtype}")
-    size = int(out_dtype[-2:]) if out_dtype[-2:].isdigit() else int(out_dtype[-1])
+    size = 8 * numpy.dtype(out_dtype).itemsize
     narrow = {8: "u8", 16: "u16"}
     if not weighted:
         if out_dtype.startswith("float"):
@@ -446,7 +450,7 @@ def _launch_hist(mod, acc, x, weights, buf, lo, hi, n, scatter, stream):
     _driver_mod.driver().launch(func, plan.blocks, THREADS, plan.shared_bytes, stream, params)
 
 
-def _signed_text(value: int, x_dtype: str) -> int:
+def _as_signed(value: int, x_dtype: str) -> int:
     """The 64-bit pattern ``value`` as the number x held."""
     if x_dtype.startswith("int") and value >= 2**63:
         return value - 2**64
@@ -455,8 +459,6 @@ def _signed_text(value: int, x_dtype: str) -> int:
 
 def _check_x(cp, x, weights, n, mode, out_dtype) -> str:
     """Check x, n and the mode; return the output dtype's name."""
-    import numpy
-
     if mode not in MODES:
         raise ValueError(f"bincount_cupy: unknown mode {mode!r}; expected one of {MODES}")
     if not isinstance(x, cp.ndarray):
@@ -576,7 +578,7 @@ def bincount_cupy(
     n = operator.index(n)
     out_dtype = _check_x(cp, x, weights, n, mode, out_dtype)
     scatter = mode == "scatter"
-    out_itemsize = int(out_dtype[-2:]) // 8 if out_dtype[-2:].isdigit() else 1
+    out_itemsize = numpy.dtype(out_dtype).itemsize
     acc = accumulation(out_dtype, weights is not None)
     mod = device_module(x.dtype.name)
     _check_device_size(n, out_itemsize, mod)
@@ -595,7 +597,7 @@ def bincount_cupy(
     _launch_hist(mod, acc, x, weights, buf, 0, bins, n, scatter, stream)
     top, bad_pos, bad_value = buf.status()
     if bad_pos is not None:
-        value = _signed_text(bad_value, x.dtype.name)
+        value = _as_signed(bad_value, x.dtype.name)
         if scatter:
             raise IndexError(_msg("BC_MSG_INDEX", str(value), bad_pos, n))
         raise ValueError(_msg("BC_MSG_NEGATIVE", value, bad_pos))
