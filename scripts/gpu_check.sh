@@ -16,7 +16,8 @@
 #   all         (default) standalone, then aesara; then the table.
 #   dry-run     no GPU needed: runs the same stages on the CPU emulation of
 #               tests/gpu_emu (tiny sizes, a subset of the tests), to check this script;
-#               with the bundle's parts present it installs and uses the bundle too.
+#               DRY_RUN_BUNDLE=1 installs and uses the bundle too (PYTHON must then be
+#               of the bundle's version, e.g. a Python 3.12 with NumPy 2 and pytest).
 #
 # Every mode ends with the table, merged from every benchmark run so far (kept in
 # .gpu-check/, which survives between calls on the same machine), written to
@@ -189,8 +190,9 @@ use_bundle() {
 }
 
 run_aesara() {
-  # A dry run uses the bundle too when its parts are here (then with the fake CuPy first).
-  if [ "$MODE" != dry-run ] || ls "$BUNDLE"/part-* >/dev/null 2>&1; then
+  # A dry run uses the bundle only when asked (DRY_RUN_BUNDLE=1, with a PYTHON of the
+  # bundle's version), then with the fake CuPy first.
+  if [ "$MODE" != dry-run ] || [ "${DRY_RUN_BUNDLE:-0}" = 1 ]; then
     if ! stage bundle-install 180 install_bundle; then
       skip aesara-stages "no usable bundle in $BUNDLE"
       return
