@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize clean
+.PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize clean gpu-dry-run gpu-bundle
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
 # build where one lies in pip's find-links.  torch asks for setuptools >= 77,
@@ -69,5 +69,15 @@ PLOT_ARGS ?=
 plots: $(DOCS_STAMP)
 	$(PY) benchmarks/plot.py $(PLOT_ARGS)
 
+## scripts/gpu_check.sh's stages on the CPU emulation of the GPU (no GPU needed).
+gpu-dry-run: $(STAMP)
+	PYTHON=$(PY) bash scripts/gpu_check.sh dry-run
+
+## The offline Python 3.12 bundle that scripts/gpu_check.sh installs on a GPU
+## machine (needs the package index; make_bundle.sh is in the shared gpu-env).
+GPU_ENV ?= /work/shared/gpu-env
+gpu-bundle:
+	bash $(GPU_ENV)/make_bundle.sh .gpu-bundle 3.12
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build .cache .gpu-check gpu-check-out

@@ -24,7 +24,8 @@ setup(
     ],
     extras_require={
         "cuda12": ["cupy-cuda12x>=13,<14", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # NVRTC lets the tests compile the CUDA kernels on machines without a GPU.
+        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
         "bench": ["numba", "matplotlib"],
         # make docs builds with warnings as errors: new major releases may add warnings.
         "docs": ["sphinx>=8,<10", "furo>=2024.8", "numpydoc>=1.8,<2", "matplotlib>=3.7"],

@@ -10,6 +10,10 @@ from aesara_bincount.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
 from aesara_bincount.semantics import reference_bincount
 
+# The GPU part registers the shared constructor for CuPy arrays and the GPU
+# rewrite; it imports no CuPy (see aesara_bincount.gpu).
+from aesara_bincount import gpu  # noqa: E402  isort:skip
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -19,5 +23,6 @@ __all__ = [
     "local_bincount",
     "match_bincount",
     "reference_bincount",
+    "gpu",
     "__version__",
 ]

@@ -113,17 +113,7 @@ class Bincount(OpenMPOp, ExternalCOp):
         out_dtype: Optional[str] = None,
         openmp: Optional[bool] = None,
     ):
-        if mode not in MODES:
-            raise ValueError(f"Bincount: unknown mode {mode!r}; expected one of {MODES}")
-        if out_dtype is not None:
-            out_dtype = np.dtype(out_dtype).name
-            if out_dtype not in OUT_DTYPES:
-                raise TypeError(
-                    f"Bincount: unsupported out_dtype {out_dtype!r}; expected one of "
-                    f"{OUT_DTYPES}"
-                )
-        self.mode = mode
-        self.out_dtype = out_dtype
+        self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
         OpenMPOp.__init__(self, openmp=openmp)
         ExternalCOp.__init__(
             self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(cpu_bincount)"
@@ -179,40 +169,46 @@ class Bincount(OpenMPOp, ExternalCOp):
         return (self.version, _c_code.sources_hash(self.c_sources), int(bool(self.openmp)))
 
     # -- graph -------------------------------------------------------------
+    #: How ``x`` and ``weights`` become variables, and the output's Type
+    #: (the GPU Op, which shares make_node, puts GPU ones here).
+    as_array = staticmethod(as_tensor_variable)
+    output_type = TensorType
+
     def make_node(self, x, n, weights=None):
-        x = as_tensor_variable(x)
+        name = type(self).__name__
+        x = self.as_array(x)
         if x.type.ndim != 1:
-            raise TypeError(f"Bincount: x must be a 1-D tensor, got {x.type.ndim} dimensions")
+            raise TypeError(f"{name}: x must be a 1-D tensor, got {x.type.ndim} dimensions")
         if x.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"Bincount: x must have an integer dtype, got {x.type.dtype}")
+            raise TypeError(f"{name}: x must have an integer dtype, got {x.type.dtype}")
         n = as_tensor_variable(n)
         if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"Bincount: n must be an integer scalar, got {n.type}")
+            raise TypeError(f"{name}: n must be an integer scalar, got {n.type}")
         if n.type.dtype != "int64":
             n = cast(n, "int64")
         inputs = [x, n]
         out_dtype = self.out_dtype
         if weights is not None:
-            weights = as_tensor_variable(weights)
+            weights = self.as_array(weights)
             out_dtype = out_dtype or weights.type.dtype
             allowed_ndim = (1,) if self.mode == "bincount" else (0, 1)
             if weights.type.ndim not in allowed_ndim:
                 raise TypeError(
-                    f"Bincount: weights must have {' or '.join(map(str, allowed_ndim))} "
+                    f"{name}: weights must have {' or '.join(map(str, allowed_ndim))} "
                     f"dimension(s) in {self.mode} mode, got {weights.type.ndim}"
                 )
             if weights.type.dtype != out_dtype:
                 raise TypeError(
-                    f"Bincount: weights must have dtype {out_dtype}, got {weights.type.dtype}"
+                    f"{name}: weights must have dtype {out_dtype}, got {weights.type.dtype}"
                 )
             inputs.append(weights)
         out_dtype = out_dtype or x.type.dtype
         if out_dtype not in OUT_DTYPES:
-            raise TypeError(f"Bincount: unsupported output dtype {out_dtype}")
+            raise TypeError(f"{name}: unsupported output dtype {out_dtype}")
         length = _constant_int(n) if self.mode == "scatter" else None
         if length is not None and length < 0:
             length = None  # the C code raises ValueError when it runs
-        return Apply(self, inputs, [TensorType(out_dtype, shape=(length,))()])
+        return Apply(self, inputs, [self.output_type(out_dtype, shape=(length,))()])
 
     def perform(self, node, inputs, output_storage, params=None):
         x, n = inputs[:2]
@@ -251,6 +247,24 @@ class Bincount(OpenMPOp, ExternalCOp):
                 gw = weights.zeros_like().astype("floatX")
             grads.append(gw)
         return grads
+
+
+def check_props(name: str, mode: str, out_dtype: Optional[str]):
+    """Validate the ``mode`` and ``out_dtype`` of a bincount Op named ``name``.
+
+    Returns ``(mode, out_dtype)`` with ``out_dtype`` normalized to a dtype
+    name (or None).  Raises ``ValueError`` for an unknown mode and
+    ``TypeError`` for an unsupported dtype.
+    """
+    if mode not in MODES:
+        raise ValueError(f"{name}: unknown mode {mode!r}; expected one of {MODES}")
+    if out_dtype is not None:
+        out_dtype = np.dtype(out_dtype).name
+        if out_dtype not in OUT_DTYPES:
+            raise TypeError(
+                f"{name}: unsupported out_dtype {out_dtype!r}; expected one of {OUT_DTYPES}"
+            )
+    return mode, out_dtype
 
 
 def _constant_int(v) -> Optional[int]:

@@ -149,6 +149,29 @@ static int bc_check_ndim(PyArrayObject *a, int ndim, const char *what)
     return 0;
 }
 
+/*
+ * Check the shape of the weights: (N,) in the bincount form; (N,), (1,) or ()
+ * (broadcast) in the scatter-add form.  `ndim` and `wlen` describe the
+ * weights (wlen is 1 when 0-d), `size` is N.  Returns 0, or -1 with a
+ * ValueError set.
+ */
+static int bc_check_weights(int scatter, int ndim, long long wlen, long long size)
+{
+    if (ndim > 1 || (!scatter && ndim != 1)) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "weights", 1, ndim);
+        return -1;
+    }
+    if (!scatter && wlen != size) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS, wlen, size);
+        return -1;
+    }
+    if (scatter && wlen != size && wlen != 1) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS_BCAST, wlen, size);
+        return -1;
+    }
+    return 0;
+}
+
 /* Read an integer 0-d array (any integer dtype) as a long long. */
 static int bc_read_scalar(PyArrayObject *a, const char *what, long long *value)
 {
@@ -162,6 +185,19 @@ static int bc_read_scalar(PyArrayObject *a, const char *what, long long *value)
     Py_DECREF(item);
     if (*value == -1 && PyErr_Occurred())
         return -1;
+    return 0;
+}
+
+/* Read the Op's input n: minlength (bincount form) or the histogram length
+ * (scatter-add form), which must be non-negative. */
+static int bc_read_length(PyArrayObject *n_in, int scatter, long long *n)
+{
+    if (bc_read_scalar(n_in, scatter ? "the histogram length" : "minlength", n) != 0)
+        return -1;
+    if (*n < 0) {
+        PyErr_Format(PyExc_ValueError, scatter ? BC_MSG_LENGTH : BC_MSG_MINLENGTH, *n);
+        return -1;
+    }
     return 0;
 }
 

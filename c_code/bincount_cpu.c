@@ -602,12 +602,8 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
     memset(&ctx, 0, sizeof(ctx));
     if (bc_check_ndim(x_in, 1, "x") != 0)
         return -1;
-    if (bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &n_arg) != 0)
+    if (bc_read_length(n_in, BC_SCATTER, &n_arg) != 0)
         return -1;
-    if (n_arg < 0) {
-        PyErr_Format(PyExc_ValueError, BC_SCATTER ? BC_MSG_LENGTH : BC_MSG_MINLENGTH, n_arg);
-        return -1;
-    }
     if (bc_check_output_size((npy_intp)n_arg, ITEMSIZE_OUTPUT_0) != 0)
         return -1;
     ctx.size = PyArray_DIM(x_in, 0);
@@ -620,20 +616,10 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
             PyErr_SetString(PyExc_RuntimeError, "bincount: weights missing");
             return -1;
         }
-        if (PyArray_NDIM(w_in) > 1 || (!BC_SCATTER && PyArray_NDIM(w_in) != 1)) {
-            return bc_check_ndim(w_in, 1, "weights");
-        }
         wlen = PyArray_NDIM(w_in) == 0 ? 1 : PyArray_DIM(w_in, 0);
-        if (!BC_SCATTER && wlen != ctx.size) {
-            PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS, (long long)wlen,
-                         (long long)ctx.size);
+        if (bc_check_weights(BC_SCATTER, PyArray_NDIM(w_in), (long long)wlen,
+                             (long long)ctx.size) != 0)
             return -1;
-        }
-        if (BC_SCATTER && wlen != ctx.size && wlen != 1) {
-            PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS_BCAST, (long long)wlen,
-                         (long long)ctx.size);
-            return -1;
-        }
         ctx.wstep = wlen == ctx.size ? 1 : 0;
         w = PyArray_GETCONTIGUOUS(w_in);
         if (w == NULL)

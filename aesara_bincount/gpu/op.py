@@ -1,0 +1,206 @@
+"""The :class:`GpuBincount` Op: bincount and scatter-add on an NVIDIA GPU."""
+from typing import Optional
+
+import numpy as np
+from aesara.link.c.op import ExternalCOp
+from aesara.tensor.basic import as_tensor_variable
+
+from aesara_bincount import _c_code
+from aesara_bincount.gpu import kernels
+from aesara_bincount.gpu.basic_ops import gpu_from_host, host_from_gpu
+from aesara_bincount.gpu.type import GpuArrayType
+from aesara_bincount.op import Bincount, check_props
+
+__all__ = ["GpuBincount", "gpu_bincount"]
+
+
+def _as_gpu(v):
+    """``v`` as a GPU variable (a tensor is transferred, a HostFromGpu undone)."""
+    if not isinstance(getattr(v, "type", None), GpuArrayType):
+        v = as_tensor_variable(v)
+        if v.owner is not None and v.owner.op == host_from_gpu:
+            return v.owner.inputs[0]
+        v = gpu_from_host(v)
+    return v
+
+
+class GpuBincount(ExternalCOp):
+    r"""Count, or sum weights, into integer-indexed bins on the GPU.
+
+    The GPU counterpart of :class:`aesara_bincount.Bincount`, with the same
+    modes, output dtypes, semantics and error messages; the inputs ``x`` and
+    ``weights`` and the output are GPU arrays (:class:`GpuArrayType`, values
+    ``cupy.ndarray``), ``n`` stays on the host.  The GPU rewrite puts it in
+    place of ``Bincount`` when ``x`` comes from the GPU.
+
+    Parameters
+    ----------
+    mode : {"bincount", "scatter"}
+        As for :class:`~aesara_bincount.Bincount`.
+    out_dtype : str, optional
+        As for :class:`~aesara_bincount.Bincount`.
+
+    Notes
+    -----
+    Inputs of the Apply node, in order:
+
+    - ``x``: GPU ``(N,)``, int8 ... uint64, any strides.
+    - ``n``: host ``()`` integer (cast to int64): ``minlength`` or the exact
+      length.
+    - ``weights`` (optional): GPU ``(N,)`` of ``out_dtype``; in ``"scatter"``
+      mode also ``()`` or ``(1,)``, broadcast.
+
+    Output: GPU ``(n_bins,)`` of ``out_dtype``.
+
+    The C implementation (``c_code/bincount_cuda_host.c``) launches the
+    kernels of ``c_code/bincount_cuda_kernel.cu`` through the CUDA driver
+    API, which it loads at run time, on CuPy's current stream; ``perform``
+    runs the same kernels through :func:`aesara_bincount.gpu.kernels.bincount_cupy`.
+    Either synchronizes the stream once per call (the output's length
+    depends on ``max(x)``); see :mod:`aesara_bincount.gpu.kernels` for the
+    algorithm and launch strategy.
+
+    Counts and integer sums are exact and wrap modulo ``2**bits``.  Float
+    weights are summed with atomics whose order varies between runs, so
+    float results can differ in the last bits from run to run.
+
+    Errors, when the compiled function runs (inputs and shared variables are
+    left unchanged, the process stays usable): ``ValueError`` (a negative
+    value in ``"bincount"`` mode, naming the first; ``max(x) + 1`` too large;
+    bad weights length; negative ``n``; inputs on another device),
+    ``IndexError`` (``"scatter"`` mode, an index outside ``[-n, n)``, naming
+    the first), ``MemoryError`` (the output does not fit in device memory).
+    When the function is compiled without a usable GPU (no CuPy, driver,
+    device or NVRTC), :class:`~aesara_bincount.gpu.kernels.GpuUnavailableError`
+    names the cause.
+    """
+
+    __props__ = ("mode", "out_dtype")
+    _cop_num_inputs = 3
+    _cop_num_outputs = 1
+    c_sources = (
+        "bincount_common.h",
+        "bincount_cuda.h",
+        "bincount_cuda_driver.h",
+        "gpuarray_helper.h",
+        "bincount_cuda_host.c",
+    )
+    #: Not compiled into the Op's module, but its kernels: hashed into the version.
+    kernel_sources = (kernels.KERNEL_SOURCE,)
+    #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
+    version = 1
+
+    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None):
+        self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
+        ExternalCOp.__init__(
+            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(gpu_bincount)"
+        )
+
+    # The plain-C-file pattern of Bincount (no #section markers).
+    load_c_code = Bincount.load_c_code
+    __getstate__ = Bincount.__getstate__
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
+        self.load_c_code(self.func_files)
+
+    def c_headers(self, **kwargs):
+        return ["bincount_common.h", "bincount_cuda.h", "bincount_cuda_driver.h", "gpuarray_helper.h"]
+
+    def c_header_dirs(self, **kwargs):
+        return [_c_code.c_code_dir()]
+
+    def c_libraries(self, **kwargs):
+        return ["dl"]
+
+    def get_c_macros(self, node, name, check_input=None):
+        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
+        x_dtype = node.inputs[0].type.dtype
+        out_dtype = node.outputs[0].type.dtype
+        acc = kernels.accumulation(out_dtype, len(node.inputs) > 2)
+        buf = np.dtype(out_dtype if acc.finish is None else acc.acc_dtype)
+        flags = {
+            "BC_SCATTER": int(self.mode == "scatter"),
+            "BC_X_DTYPE_NAME": f'"{x_dtype}"',
+            "BC_X_SIGNED": int(x_dtype.startswith("int")),
+            "BC_HIST_KERNEL": f'"{acc.hist_kernel(x_dtype)}"',
+            "BC_FINISH_KERNEL": f'"{acc.finish or ""}"',
+            "BC_BUF_TYPENUM": buf.num,
+            "BC_BUF_ITEMSIZE": buf.itemsize,
+            "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
+        }
+        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
+        undef += "".join(f"\n#undef {k}" for k in flags)
+        return define, undef
+
+    def c_code_cache_version(self):
+        return (self.version, _c_code.sources_hash(self.c_sources + self.kernel_sources))
+
+    # -- graph -------------------------------------------------------------
+    # Bincount's make_node, with GPU inputs and output: x and weights are GPU
+    # arrays (a tensor is transferred), n stays on the host.
+    as_array = staticmethod(_as_gpu)
+    output_type = GpuArrayType
+    make_node = Bincount.make_node
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        ok, why = kernels.is_available()
+        if not ok:
+            raise kernels.GpuUnavailableError(
+                f"GpuBincount cannot run here: {why}. Compile with "
+                "mode.excluding('gpu_bincount') to count on the CPU instead."
+            )
+
+    def perform(self, node, inputs, output_storage, params=None):
+        x, n = inputs[:2]
+        weights = inputs[2] if len(inputs) > 2 else None
+        out = kernels.bincount_cupy(
+            x,
+            weights,
+            int(n),
+            self.mode,
+            node.outputs[0].type.dtype,
+            capacity_hint=getattr(node.tag, "bincount_length", None),
+        )
+        node.tag.bincount_length = out.shape[0]
+        output_storage[0][0] = out
+
+    infer_shape = Bincount.infer_shape
+    connection_pattern = Bincount.connection_pattern
+
+    def L_op(self, inputs, outputs, output_grads):
+        # Bincount's gradient, computed on the host; the weights' comes back.
+        grads = Bincount.L_op(self, inputs, outputs, output_grads)
+        if len(grads) > 2:
+            grads[2] = _as_gpu(grads[2])
+        return grads
+
+
+def gpu_bincount(x, weights=None, minlength=None):
+    """Build a :class:`GpuBincount` graph directly (``numpy.bincount`` semantics).
+
+    Most users need not call this: the GPU rewrite turns
+    :func:`aesara.tensor.extra_ops.bincount` of a GPU variable into it.
+
+    Parameters
+    ----------
+    x : GPU or tensor variable, shape ``(N,)``, integer dtype
+    weights : GPU or tensor variable, shape ``(N,)``, optional
+    minlength : int or integer scalar, optional
+
+    Returns
+    -------
+    GpuArrayVariable, shape ``(max(max(x) + 1, minlength),)``
+        dtype of ``weights``, else of ``x``.
+
+    Raises
+    ------
+    TypeError
+        When the graph is built, for a bad ``x``; at run time see
+        :class:`GpuBincount`.
+    """
+    n = 0 if minlength is None else minlength
+    if weights is None:
+        return GpuBincount("bincount")(x, n)
+    return GpuBincount("bincount")(x, n, weights)

@@ -1,0 +1,371 @@
+"""GPU benchmark: GpuBincount against cupy.bincount, torch.bincount and numpy.bincount.
+
+Run by ``scripts/gpu_check.sh``, in one process per software stack:
+
+``--standalone``
+    The kernel layer alone (no Aesara; works with NumPy 2 + CuPy 14 and
+    PyTorch), with ``benchmarks/kernel_layer.py``.
+(default)
+    With Aesara (NumPy 1 + CuPy 13): adds the end-to-end time of
+    ``aesara.function([], bincount(x))`` on a GPU shared variable, result
+    back on the host.
+``--table FILE...``
+    Merge the JSON files of the runs above into one Markdown table.
+``--sanitize``
+    A small correctness run, without timing, for ``compute-sanitizer``.
+
+Timing: device times with CUDA events around each call (median of
+``--repeat`` calls after warm-up), candidates side by side in one process;
+host times (numpy, the Aesara function) with ``time.perf_counter``.  The
+memory-bandwidth floor is ``bytes of x / B``, where ``B`` is the measured
+bandwidth of a device-to-device copy of 1 GiB, counting bytes read plus bytes
+written (as NVIDIA's bandwidth test does).  "GpuBincount kernel" times the
+histogram pass alone, with the exact number of bins (one pass); "GpuBincount
+call" is a whole ``bincount_cupy`` call on the device timeline, including
+its one synchronization.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import kernel_layer  # noqa: E402
+
+#: (N, bins, kind) of the table; x is int32.
+CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
+#: The seed case: 1e6 int64 values in [0, 1000), end to end through Aesara.
+SEED = (10**6, 1000, "uniform", "int64")
+SMALL_CASES = [(20_000, 300, "uniform"), (20_000, 300, "equal")]
+
+
+def make_x(n, bins, kind, dtype, seed=0):
+    if kind == "equal":
+        return np.full(n, bins // 2, dtype=dtype)
+    return np.random.default_rng(seed).integers(0, bins, n).astype(dtype)
+
+
+def device_ms(cp, fn, repeat, warmup=3):
+    """Median milliseconds of ``fn()`` between two CUDA events on the current stream."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)
+
+
+def torch_ms(torch, fn, repeat, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_bandwidth(cp, nbytes=2**30, repeat=10):
+    """Bytes read + written per second by a device-to-device copy."""
+    a = cp.zeros(nbytes, dtype=cp.uint8)
+    b = cp.empty_like(a)
+    ms = device_ms(cp, lambda: b.data.copy_from_device_async(a.data, nbytes), repeat)
+    return 2 * nbytes / (ms / 1e3)
+
+
+def _torch():
+    try:
+        import torch
+    except Exception:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def gpu_name(cp):
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())
+    name = props.get("name", b"unknown GPU")
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def kernel_only(cp, kernels, x, bins):
+    """A function launching the histogram pass alone, into a buffer of exactly ``bins``."""
+    mod = kernels.device_module(x.dtype.name)
+    acc = kernels.accumulation(x.dtype.name, False)
+    dtype = x.dtype.name if acc.finish is None else acc.acc_dtype
+    buf = kernels._Buffer(cp, bins, dtype, x.itemsize)
+    stream = cp.cuda.get_current_stream().ptr
+    return lambda: kernels._launch_hist(mod, acc, x, None, buf, 0, bins, bins, False, stream)
+
+
+def bench_case(cp, kernels, torch, n, bins, kind, dtype, repeat, bandwidth, aesara_fn=None):
+    # Host wall-clock medians, as the main job measures (kernel_layer.load() made it importable).
+    from aesara_bincount.__main__ import median_ms as host_ms
+
+    x_np = make_x(n, bins, kind, dtype)
+    x = cp.asarray(x_np)
+    top = int(x_np.max()) + 1
+    row = {"N": n, "bins": bins, "kind": kind, "dtype": dtype}
+    expected = cp.bincount(x)
+    got = kernels.bincount_cupy(x)
+    row["correct"] = bool(got.shape == expected.shape and bool((got.astype(expected.dtype) == expected).all()))
+    row["kernel_ms"] = device_ms(cp, kernel_only(cp, kernels, x, top), repeat)
+    hint = {"capacity_hint": top}
+    row["call_ms"] = device_ms(cp, lambda: kernels.bincount_cupy(x, **hint), repeat)
+    row["cupy_ms"] = device_ms(cp, lambda: cp.bincount(x), repeat)
+    if torch is not None:
+        xt = torch.as_tensor(x, device="cuda")
+        row["torch_ms"] = torch_ms(torch, lambda: torch.bincount(xt), repeat)
+    row["numpy_ms"] = host_ms(lambda: np.bincount(x_np), max(3, repeat // 5 if n > 10**7 else repeat))
+    row["floor_ms"] = x.nbytes / bandwidth * 1e3
+    if aesara_fn is not None:
+        f = aesara_fn(x)
+        row["aesara_ms"] = host_ms(f, repeat)
+        row["correct"] &= bool(np.array_equal(f(), cp.asnumpy(expected).astype(dtype)))
+    return row
+
+
+def aesara_function_maker():
+    import aesara
+    from aesara.tensor.extra_ops import bincount
+
+    from aesara_bincount import gpu
+
+    def make(x):
+        f = aesara.function([], bincount(gpu.shared(x, borrow=True)))
+        if not any(isinstance(node.op, gpu.GpuBincount) for node in f.maker.fgraph.toposort()):
+            raise RuntimeError("the GPU rewrite did not fire")
+        return f
+
+    return make
+
+
+def _kernel_layer_and_cupy():
+    """``(kernels, cupy, availability)``, or None (with a message) without a GPU."""
+    kernels = kernel_layer.load()
+    ok, why = kernels.is_available()
+    if not ok:
+        print(f"bench_gpu: no usable GPU: {why}")
+        return None
+    import cupy
+
+    return kernels, cupy, why
+
+
+def run(args):
+    found = _kernel_layer_and_cupy()
+    if found is None:
+        return 2
+    kernels, cp, why = found
+
+    torch = _torch()
+    aesara_fn = None if args.standalone else aesara_function_maker()
+    bandwidth = copy_bandwidth(cp, 2**20 if args.small else 2**30)
+    meta = {
+        "stack": "standalone" if args.standalone else "aesara",
+        "gpu": gpu_name(cp),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cupy": cp.__version__,
+        "torch": getattr(torch, "__version__", None),
+        "copy_bandwidth_GBps": bandwidth / 1e9,
+        "availability": why,
+    }
+    if aesara_fn is not None:
+        import aesara
+
+        meta["aesara"] = aesara.__version__
+    print(f"bench_gpu: {meta}", flush=True)
+    cases = [(n, b, k, "int32") for n, b, k in (SMALL_CASES if args.small else CASES)]
+    seed = (20_000, 300, "uniform", "int64") if args.small else SEED
+    rows = []
+    for case in cases + [seed]:
+        row = bench_case(cp, kernels, torch, *case, args.repeat, bandwidth, aesara_fn)
+        row["seed"] = case == seed
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        cp.get_default_memory_pool().free_all_blocks()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    print(render([{"meta": meta, "rows": rows}]))
+    return 0
+
+
+def sanitize(args):
+    """Small runs for compute-sanitizer: every path, checked against NumPy."""
+    found = _kernel_layer_and_cupy()
+    if found is None:
+        return 2
+    kernels, cp, _ = found
+    # Plain cudaMalloc for every array, so that memcheck sees each buffer's bounds
+    # (a pool hands out pieces of bigger blocks).
+    cp.cuda.set_allocator(None)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 700, 50_001).astype("int32")
+    w = rng.random(x.size)
+    checks = [
+        (kernels.bincount_cupy(cp.asarray(x)), np.bincount(x)),
+        (kernels.bincount_cupy(cp.asarray(x), cp.asarray(w)), np.bincount(x, w)),
+        (kernels.bincount_cupy(cp.asarray(x.astype("int8") % 100), out_dtype="float32"),
+         np.bincount(x.astype("int8") % 100).astype("float32")),
+        (kernels.bincount_cupy(cp.asarray(np.append(x, 70_000))), np.bincount(np.append(x, 70_000))),
+        (kernels.bincount_cupy(cp.asarray(x[::3].astype("int64"))), np.bincount(x[::3])),
+        (kernels.bincount_cupy(cp.asarray(x - 350), None, 350, "scatter"),
+         np.bincount(np.where(x - 350 < 0, x, x - 350), minlength=350)),
+        (kernels.bincount_cupy(cp.asarray(np.full(100_000, 7, "uint8"))),
+         np.bincount(np.full(100_000, 7)).astype("uint8")),
+    ]  # fmt: skip
+    bad = 0
+    for i, (got, want) in enumerate(checks):
+        same = np.allclose(cp.asnumpy(got), want)
+        bad += not same
+        print(f"sanitize case {i}: {'ok' if same else 'MISMATCH'}")
+    try:
+        kernels.bincount_cupy(cp.asarray(np.array([1, -2, 3], dtype="int16")))
+        bad += 1
+    except ValueError as exc:
+        print(f"sanitize error case: ok ({exc})")
+    cp.cuda.get_current_stream().synchronize()
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+
+
+def _sci(n):
+    """1000000 -> "1e6"."""
+    mantissa, exponent = f"{n:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}{unit}"
+    if v >= 1:
+        return f"{v:.2f}{unit}"
+    return f"{v:.4f}{unit}"
+
+
+def render(runs):
+    """One Markdown table from the JSON of one or more runs (see the module docstring)."""
+    merged, metas = {}, []
+    for data in runs:
+        metas.append(data["meta"])
+        prefer = data["meta"]["stack"] == "standalone"
+        for row in data["rows"]:
+            key = (row["N"], row["bins"], row["kind"], row["dtype"])
+            have = merged.setdefault(key, {})
+            for k, v in row.items():
+                if k not in have or (prefer and k in ("kernel_ms", "call_ms", "cupy_ms", "torch_ms")):
+                    have[k] = v
+                elif k == "correct":
+                    have[k] = have[k] and v
+    lines = []
+    for m in metas:
+        lines.append(
+            f"- {m['stack']} stack: {m['gpu']}, Python {m['python']}, NumPy {m['numpy']}, "
+            f"CuPy {m['cupy']}, PyTorch {m['torch'] or 'absent'}"
+            + (f", Aesara {m['aesara']}" if m.get("aesara") else "")
+            + f"; device copy bandwidth {m['copy_bandwidth_GBps']:.0f} GB/s (read + write)"
+        )
+    lines += [
+        "",
+        "| N | bins | data | x | GpuBincount kernel ms | GpuBincount call ms | Aesara e2e ms "
+        "| cupy.bincount ms | torch.bincount ms | numpy.bincount ms | floor ms | kernel/floor "
+        "| cupy/call | torch/call | correct |",
+        "|" + "---|" * 15,
+    ]
+    verdicts = []
+    for key in sorted(merged, key=lambda k: (k[3] != "int32", k[0], k[1], k[2])):
+        r = merged[key]
+        call = r.get("call_ms")
+        ratio = r["kernel_ms"] / r["floor_ms"] if r.get("kernel_ms") and r.get("floor_ms") else None
+        vs_cupy = r["cupy_ms"] / call if call and r.get("cupy_ms") else None
+        vs_torch = r["torch_ms"] / call if call and r.get("torch_ms") else None
+        label = _sci(key[0]) + (" (seed)" if r.get("seed") else "")
+        lines.append(
+            f"| {label} | {_sci(key[1])} | {key[2]} | {key[3]} | {_fmt(r.get('kernel_ms'))} | {_fmt(call)} "
+            f"| {_fmt(r.get('aesara_ms'))} | {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} "
+            f"| {_fmt(r.get('numpy_ms'))} | {_fmt(r.get('floor_ms'))} | {_fmt(ratio, 'x')} "
+            f"| {_fmt(vs_cupy, 'x')} | {_fmt(vs_torch, 'x')} | {'yes' if r.get('correct') else 'NO'} |"
+        )
+        if r.get("seed") and r.get("aesara_ms") is not None:
+            verdicts.append(("seed case end to end <= 0.050 ms", r["aesara_ms"] <= 0.050, r["aesara_ms"]))
+        if key == (10**8, 1000, "uniform", "int32") and ratio is not None:
+            verdicts.append(("kernel at N=1e8 int32, 1000 bins within 1.3x of the floor", ratio <= 1.3, ratio))
+        if not r.get("seed"):
+            for name, v in (("cupy.bincount", vs_cupy), ("torch.bincount", vs_torch)):
+                if v is not None:
+                    verdicts.append((f"faster than {name} at {label} {key[2]}", v > 1, v))
+    lines.append("")
+    for what, passed, value in verdicts:
+        lines.append(f"- {'PASS' if passed else 'FAIL'}: {what} ({value:.3g})")
+    return "\n".join(lines)
+
+
+def table(args):
+    runs = []
+    for path in args.table:
+        try:
+            with open(path) as f:
+                runs.append(json.load(f))
+        except (OSError, ValueError) as exc:
+            print(f"bench_gpu --table: skipping {path}: {exc}")
+    if not runs:
+        print("bench_gpu --table: no results to show")
+        return 1
+    text = render(runs)
+    gpu = runs[0]["meta"]["gpu"]
+    header = f"# GPU benchmark on {gpu}\n\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
+    print(text)
+    for out in filter(None, (args.out, args.results)):
+        path = out.replace("{gpu}", gpu.replace(" ", "-"))
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(header + text + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--standalone", action="store_true", help="kernel layer only, no Aesara")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
+    parser.add_argument("--sanitize", action="store_true", help="small correctness run for compute-sanitizer")
+    parser.add_argument("--table", nargs="+", help="merge these JSON results into one table")
+    parser.add_argument("--out", help="with --table: write the table here")
+    parser.add_argument("--results", help="with --table: also here ({gpu} becomes the GPU's name)")
+    args = parser.parse_args(argv)
+    if args.table:
+        return table(args)
+    if args.sanitize:
+        return sanitize(args)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

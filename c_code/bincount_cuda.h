@@ -1,0 +1,109 @@
+/*
+ * bincount_cuda.h -- definitions shared by the CUDA kernels
+ * (bincount_cuda_kernel.cu), the host C code of the GpuBincount Op
+ * (bincount_cuda_host.c) and the Python kernel layer
+ * (aesara_bincount/gpu/kernels.py, which reads the BC_CUDA_* numbers below
+ * from this file, so that both launchers use the same values).
+ *
+ * Valid C99, C++ and CUDA on its own; it includes nothing, because NVRTC has
+ * no C standard headers.  Keep every tuning number a plain integer #define on
+ * one line: kernels.py parses them.
+ */
+#ifndef AESARA_BINCOUNT_CUDA_H
+#define AESARA_BINCOUNT_CUDA_H
+
+typedef long long bc_i64;
+typedef unsigned long long bc_u64;
+typedef int bc_i32;
+typedef unsigned int bc_u32;
+
+/* ---- launch geometry and strategy (see the block comment in kernels.py and
+ * bincount_cuda_host.c, above the launchers, for how they are used) ---- */
+
+/* Threads per block; a multiple of the 32-lane warp. */
+#define BC_CUDA_THREADS 512
+/* Blocks that should be resident per multiprocessor (launch bounds, and the
+ * share of a multiprocessor's shared memory one block may take). */
+#define BC_CUDA_BLOCKS_PER_SM 2
+/* Fewest elements of x a block is given before more blocks are launched. */
+#define BC_CUDA_MIN_ELEMS_PER_BLOCK 4096
+/* Most elements of x one block may count: keeps its 32-bit shared counters
+ * exact (a bin of one block never exceeds this). */
+#define BC_CUDA_MAX_ELEMS_PER_BLOCK 1073741824
+/* Shared-memory bins a block always may use, however few its elements. */
+#define BC_CUDA_SHARED_MIN_BINS 1024
+/* Elements per bin and copy a block needs before it adds a replicated copy
+ * of its shared histogram (copies cut contention on hot bins but cost
+ * zeroing and merging). */
+#define BC_CUDA_COPY_MIN_ELEMS_PER_BIN 8
+/* Most replicated copies of the shared histogram in one block. */
+#define BC_CUDA_MAX_COPIES 8
+/* Shared memory per multiprocessor kept free (bytes) when sizing a block's. */
+#define BC_CUDA_SHARED_RESERVE 1024
+/* Bins the first pass of the bincount form provides when nothing better is
+ * known (no minlength, no earlier call).  Values above it are counted by a
+ * second pass once max(x) is known. */
+#define BC_CUDA_FIRST_PASS_BINS 4096
+/* Most bins the first pass provides from the length of an earlier call. */
+#define BC_CUDA_FIRST_PASS_MAX_BINS 1048576
+/* A first-pass buffer this many bytes larger than the result is copied to an
+ * exact-size array instead of being returned as a view. */
+#define BC_CUDA_COMPACT_MIN_BYTES 1048576
+
+/* ---- dtype codes (kernel names use the short names) ---- */
+#define BC_DT_INT8 0    /* i8 */
+#define BC_DT_INT16 1   /* i16 */
+#define BC_DT_INT32 2   /* i32 */
+#define BC_DT_INT64 3   /* i64 */
+#define BC_DT_UINT8 4   /* u8 */
+#define BC_DT_UINT16 5  /* u16 */
+#define BC_DT_UINT32 6  /* u32 */
+#define BC_DT_UINT64 7  /* u64 */
+#define BC_DT_FLOAT32 8 /* f32 */
+#define BC_DT_FLOAT64 9 /* f64 */
+
+/*
+ * Status of one histogram pass, written by the kernel and read by the host
+ * (the one device-to-host copy of a call).  It sits right after the bins in
+ * the same allocation and starts zeroed.
+ */
+typedef struct bc_status {
+    bc_u64 max_value;   /* largest non-negative value seen (bincount form) */
+    bc_u64 bad_pos_inv; /* ~(first refused position), 0 when none */
+    bc_u64 bad_value;   /* the value at that position, as 64 bits */
+    bc_u32 blocks_done; /* blocks finished, to elect the last one */
+    bc_u32 reserved;
+} bc_status;
+
+/* Bytes of bc_status (kernels.py checks it against the struct). */
+#define BC_CUDA_STATUS_BYTES 32
+
+/*
+ * Parameters of a histogram pass, passed by value to the kernel.  Addresses
+ * are device pointers as 64-bit integers; every field is 8 bytes except the
+ * last two, so the layout is the same in C, C++, CUDA and ctypes.
+ */
+typedef struct bc_hist_params {
+    bc_u64 x;           /* const X *: the values (or indices) */
+    bc_u64 w;           /* const W *: the weights, 0 when counting */
+    bc_u64 out;         /* ACC *: bins [0, hi) of the accumulator */
+    bc_u64 status;      /* bc_status * */
+    bc_i64 size;        /* elements of x */
+    bc_i64 x_stride;    /* stride of x, in elements */
+    bc_i64 w_stride;    /* stride of the weights in elements; 0 broadcasts one */
+    bc_i64 lo;          /* count only values v with lo <= v < hi ... */
+    bc_i64 hi;          /* ... (after the wrap of the scatter form) */
+    bc_i64 n;           /* scatter form: the histogram length */
+    bc_i64 shared_bins; /* bins [lo, lo + shared_bins) go through shared memory */
+    bc_i32 copies;      /* replicated copies of the shared histogram (>= 1) */
+    bc_i32 scatter;     /* 1: scatter-add form, 0: bincount form */
+} bc_hist_params;
+
+/* Parameters of the conversion from the accumulator to the output dtype. */
+typedef struct bc_finish_params {
+    bc_u64 src;   /* const ACC * */
+    bc_u64 dst;   /* OUT * */
+    bc_i64 count; /* elements */
+} bc_finish_params;
+
+#endif /* AESARA_BINCOUNT_CUDA_H */

@@ -1,0 +1,82 @@
+"""Build the fake ``libcuda`` of tests/gpu_emu (g++, C++20), cached by source hash."""
+import hashlib
+import os
+import shutil
+import subprocess
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+C_CODE = os.path.join(ROOT, "c_code")
+SOURCES = [
+    os.path.join(HERE, "cuda_emu.h"),
+    os.path.join(HERE, "fake_libcuda.cc"),
+    os.path.join(C_CODE, "bincount_cuda.h"),
+    os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
+]
+#: Where test builds and caches go (git-ignored).
+BUILD_DIR = os.path.join(ROOT, ".cache", "tests")
+FAKECUPY = os.path.join(HERE, "fakecupy")
+
+
+def compiler():
+    """The C++ compiler, or None."""
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def cxx20_problem() -> Optional[str]:
+    """Why the C++ compiler cannot build the emulation (None if it can)."""
+    cxx = compiler()
+    if cxx is None:
+        return "no C++ compiler (g++)"
+    probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n"
+    proc = subprocess.run(
+        [cxx, "-std=c++20", "-pthread", "-x", "c++", "-", "-o", os.devnull],
+        input=probe, capture_output=True, text=True,
+    )  # fmt: skip
+    return None if proc.returncode == 0 else f"{cxx} cannot compile C++20 <barrier>"
+
+
+def build(out_dir: str = BUILD_DIR) -> str:
+    """Path of the fake libcuda shared library, building it if needed.
+
+    Raises
+    ------
+    RuntimeError
+        No compiler, or the build failed (the message holds its output).
+    """
+    cxx = compiler()
+    if cxx is None:
+        raise RuntimeError("no C++ compiler (g++) to build the fake libcuda")
+    h = hashlib.sha256(cxx.encode())
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    os.makedirs(out_dir, exist_ok=True)
+    lib = os.path.join(out_dir, f"libfakecuda-{h.hexdigest()[:16]}.so")
+    if os.path.exists(lib):
+        return lib
+    tmp = f"{lib}.{os.getpid()}.tmp"
+    cmd = [
+        cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra",
+        "-Wno-unknown-pragmas", "-Werror", f"-I{C_CODE}", f"-I{HERE}", "-o", tmp,
+        os.path.join(HERE, "fake_libcuda.cc"),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the fake libcuda failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    os.replace(tmp, lib)
+    return lib
+
+
+def environment(lib: str) -> dict:
+    """Environment variables that put the emulated GPU in front of a Python process."""
+    env = dict(os.environ)
+    env["AESARA_BINCOUNT_LIBCUDA"] = lib
+    env["AESARA_BINCOUNT_EMULATED_GPU"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (FAKECUPY, env.get("PYTHONPATH")) if p)
+    env.setdefault("AESARA_BINCOUNT_CACHE", os.path.join(BUILD_DIR, "kernels"))
+    flags = env.get("AESARA_FLAGS", "")
+    if "blas__ldflags" not in flags:
+        env["AESARA_FLAGS"] = ",".join(f for f in (flags, "blas__ldflags=") if f)
+    return env

@@ -1,0 +1,228 @@
+/*
+ * cuda_emu.h -- just enough of CUDA, on CPU threads, to run the kernels of
+ * c_code/bincount_cuda_kernel.cu in the test-suite on machines without a GPU.
+ *
+ * Every CUDA thread is a std::thread.  __syncthreads() is a barrier of the
+ * block, and each warp's shuffles and votes are barriers of its 32 threads,
+ * so the kernels' warp-synchronous code runs as on the device.  Code that
+ * calls a warp intrinsic from only some lanes of a warp, or __syncthreads()
+ * from only some threads of a block, deadlocks here (undefined behaviour on
+ * a GPU); the tests run under a time limit to catch that.  Warp intrinsics
+ * insist on the full-warp mask, which is all the kernels use.  Atomics are
+ * GCC __atomic builtins; dynamic shared memory is filled with garbage
+ * before each block starts, so a kernel that forgets to zero it is caught.
+ *
+ * Test code only (C++20, g++): it is not part of the package.
+ */
+#ifndef BC_CUDA_EMU_H
+#define BC_CUDA_EMU_H
+
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+
+struct uint2 {
+    unsigned x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+
+namespace emu {
+
+struct warp_state {
+    std::barrier<> bar{32};
+    unsigned long long slots[32];
+};
+
+struct block_state {
+    explicit block_state(unsigned threads, size_t shared_bytes)
+        : bar((std::ptrdiff_t)threads), warps(threads / 32),
+          shared((shared_bytes + 7) / 8 + 1)
+    {
+        std::memset(shared.data(), 0xA5, shared.size() * 8); /* garbage */
+    }
+    std::barrier<> bar;
+    std::vector<warp_state> warps;
+    std::vector<unsigned long long> shared;
+};
+
+struct thread_state {
+    emu_dim3 thread, block, block_dim, grid_dim;
+    block_state *blk;
+};
+
+inline thread_local thread_state self;
+inline thread_local bool in_kernel = false;
+
+[[noreturn]] inline void die(const char *what)
+{
+    std::fprintf(stderr, "cuda_emu: %s\n", what);
+    std::abort();
+}
+
+inline warp_state &warp()
+{
+    return self.blk->warps[self.thread.x / 32];
+}
+
+inline unsigned lane()
+{
+    return self.thread.x & 31u;
+}
+
+template <typename T> inline unsigned long long to_bits(T v)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    unsigned long long b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    return b;
+}
+
+template <typename T> inline T from_bits(unsigned long long b)
+{
+    T v;
+    std::memcpy(&v, &b, sizeof(T));
+    return v;
+}
+
+inline void check_mask(unsigned mask)
+{
+    if (mask != 0xffffffffu)
+        die("warp intrinsic with a partial mask");
+}
+
+/* Run `kernel(params)` on a grid, each CUDA thread on its own std::thread. */
+template <typename P>
+inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned threads,
+                   size_t shared_bytes)
+{
+    if (threads % 32 != 0)
+        die("block size not a multiple of 32");
+    std::vector<std::unique_ptr<block_state>> states;
+    for (unsigned b = 0; b < blocks; b++)
+        states.emplace_back(new block_state(threads, shared_bytes));
+    std::vector<std::thread> pool;
+    pool.reserve((size_t)blocks * threads);
+    for (unsigned b = 0; b < blocks; b++) {
+        for (unsigned t = 0; t < threads; t++) {
+            block_state *blk = states[b].get();
+            pool.emplace_back([=]() {
+                self.thread = {t, 0, 0};
+                self.block = {b, 0, 0};
+                self.block_dim = {threads, 1, 1};
+                self.grid_dim = {blocks, 1, 1};
+                self.blk = blk;
+                in_kernel = true;
+                kernel(params);
+                in_kernel = false;
+            });
+        }
+    }
+    for (auto &th : pool)
+        th.join();
+}
+
+} /* namespace emu */
+
+#define threadIdx (emu::self.thread)
+#define blockIdx (emu::self.block)
+#define blockDim (emu::self.block_dim)
+#define gridDim (emu::self.grid_dim)
+
+/* Shared memory hook of bincount_cuda_kernel.cu. */
+#define BC_DYNAMIC_SHARED 1
+namespace bc {
+inline unsigned long long *dynamic_shared()
+{
+    return emu::self.blk->shared.data();
+}
+} /* namespace bc */
+
+inline void __syncthreads()
+{
+    emu::self.blk->bar.arrive_and_wait();
+}
+
+inline void __threadfence()
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+template <typename T> inline T __ldcs(const T *p)
+{
+    return *p;
+}
+
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
+{
+    emu::check_mask(mask);
+    emu::warp_state &w = emu::warp();
+    w.slots[emu::lane()] = emu::to_bits(v);
+    w.bar.arrive_and_wait();
+    const T r = emu::from_bits<T>(w.slots[src & 31]);
+    w.bar.arrive_and_wait();
+    return r;
+}
+
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
+{
+    return __shfl_sync(mask, v, (int)(emu::lane() ^ (unsigned)lane_mask));
+}
+
+inline int __all_sync(unsigned mask, int predicate)
+{
+    emu::check_mask(mask);
+    emu::warp_state &w = emu::warp();
+    w.slots[emu::lane()] = predicate ? 1 : 0;
+    w.bar.arrive_and_wait();
+    int all = 1;
+    for (int i = 0; i < 32; i++)
+        all &= (int)w.slots[i];
+    w.bar.arrive_and_wait();
+    return all;
+}
+
+template <typename T> inline T atomicAdd(T *p, T v)
+{
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomicAdd on 4- or 8-byte words only");
+    if constexpr (std::is_floating_point_v<T>) {
+        /* float, double: compare-and-swap on the bits */
+        T old, desired;
+        __atomic_load(p, &old, __ATOMIC_RELAXED);
+        do {
+            desired = old + v;
+        } while (!__atomic_compare_exchange(p, &old, &desired, false, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED));
+        return old;
+    } else {
+        return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    }
+}
+
+inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v &&
+           !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+
+#endif /* BC_CUDA_EMU_H */

@@ -1,0 +1,45 @@
+"""The host C code of GpuBincount compiles through Aesara's CLinker (no GPU, not run)."""
+import pytest
+from aesara.graph.fg import FunctionGraph
+from aesara.link.c.basic import CLinker
+from aesara.tensor.type import TensorType
+
+from aesara_bincount.gpu import GpuArrayType, GpuBincount
+
+
+@pytest.mark.parametrize(
+    "mode,x_dtype,w_dtype,out_dtype",
+    [
+        ("bincount", "int64", None, None),  # the accumulator is the output
+        ("bincount", "uint16", None, "float64"),  # counts converted by the finish kernel
+        ("scatter", "int8", "float32", None),  # weighted, broadcastable weights
+        ("bincount", "int32", "int16", None),  # narrow integer weights
+    ],
+)
+def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
+    x = GpuArrayType(x_dtype, shape=(None,))("x")
+    n = TensorType("int64", shape=())("n")
+    inputs = [x, n]
+    if w_dtype:
+        inputs.append(GpuArrayType(w_dtype, shape=(None,))("w"))
+    node = GpuBincount(mode, out_dtype=out_dtype)(*inputs).owner
+    fg = FunctionGraph(inputs, node.outputs, clone=False)
+    module = CLinker().accept(fg).compile_cmodule()
+    assert module is not None
+
+
+def test_cache_version_covers_every_source(monkeypatch):
+    from aesara_bincount import _c_code
+
+    op = GpuBincount()
+    version = op.c_code_cache_version()
+    assert GpuBincount.kernel_sources == ("bincount_cuda_kernel.cu",)
+    for name in op.c_sources + op.kernel_sources:
+        real = _c_code.read_source
+
+        def edited(n, _name=name, _real=real):
+            return _real(n) + ("\n/* edited */" if n == _name else "")
+
+        monkeypatch.setattr(_c_code, "read_source", edited)
+        assert op.c_code_cache_version() != version, name
+        monkeypatch.setattr(_c_code, "read_source", real)

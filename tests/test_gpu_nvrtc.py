@@ -1,0 +1,173 @@
+"""The CUDA kernels compile with NVRTC, without a GPU; the NVRTC loader and cache.
+
+Every kernel module (one per dtype of x, holding every increment kind and
+the conversion kernels) is compiled to CUBIN for sm_75, sm_80 and sm_90, and
+any warning in NVRTC's log fails the test.  NVRTC comes from the
+``nvidia-cuda-nvrtc-cu12`` wheel of the test extra.
+"""
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from aesara_bincount import _c_code
+from aesara_bincount.gpu import kernels, nvrtc
+
+ARCHS = (75, 80, 90)
+X_DTYPES = tuple(d for d in kernels.DTYPES if not d.startswith("float"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def nvrtc_lib():
+    try:
+        return nvrtc.load()
+    except nvrtc.NvrtcError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def compiled(nvrtc_lib):
+    """{(x dtype, arch): CompiledImage}, compiled in parallel (NVRTC releases the GIL).
+
+    The images go to the test cache folder, which the emulated GPU suite
+    (tests/test_gpu_emulated.py) reuses for sm_90.
+    """
+    old = os.environ.get("AESARA_BINCOUNT_CACHE")
+    os.environ["AESARA_BINCOUNT_CACHE"] = os.path.join(ROOT, ".cache", "tests", "kernels")
+    try:
+        jobs = [(x, cc) for x in X_DTYPES for cc in ARCHS]
+        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            images = list(pool.map(lambda job: kernels.compile_module(job[0], job[1], nvrtc_lib), jobs))
+    finally:
+        if old is None:
+            del os.environ["AESARA_BINCOUNT_CACHE"]
+        else:
+            os.environ["AESARA_BINCOUNT_CACHE"] = old
+    return dict(zip(jobs, images))
+
+
+def _kernel_names(x_dtype):
+    short = kernels.DTYPES[x_dtype][1]
+    incs = ["c32", "c64"] + [kernels.DTYPES[d][1] for d in kernels.DTYPES]
+    finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64"]
+    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
+
+
+@pytest.mark.parametrize("cc", ARCHS)
+@pytest.mark.parametrize("x_dtype", X_DTYPES)
+def test_kernels_compile_without_warnings(compiled, x_dtype, cc):
+    image = compiled[(x_dtype, cc)]
+    assert image.kind == "cubin" and image.target == f"sm_{cc}"
+    assert image.data[:4] == b"\x7fELF"
+    assert not re.search(r"warning|error", image.log, re.IGNORECASE), image.log
+    for name in _kernel_names(x_dtype):
+        assert name.encode() in image.data, f"{name} missing from the {x_dtype} module"
+
+
+def test_every_kernel_the_launchers_name_exists(compiled):
+    """Each (out dtype, weighted) accumulation names kernels that were compiled."""
+    for x_dtype in X_DTYPES:
+        names = set(_kernel_names(x_dtype))
+        for out_dtype in kernels.DTYPES:
+            for weighted in (False, True):
+                acc = kernels.accumulation(out_dtype, weighted)
+                assert acc.hist_kernel(x_dtype) in names
+                assert acc.finish is None or acc.finish in names
+
+
+def test_no_local_memory_spills(nvrtc_lib):
+    """The hot kernels keep their arrays in registers (ptxas reports spills)."""
+    source = _c_code.read_source(kernels.KERNEL_SOURCE)
+    headers = {kernels.KERNEL_HEADER: _c_code.read_source(kernels.KERNEL_HEADER)}
+    options = ["-arch=sm_90", "--ptxas-options=-v", *kernels.module_options("int32")]
+    _, log = nvrtc_lib.compile(source, "bincount_cuda_kernel.cu", options, headers)
+    spills = re.findall(r"(\d+) bytes spill stores", log)
+    assert spills, log
+    assert all(s == "0" for s in spills), log
+
+
+def test_compile_error_raises_with_the_log(nvrtc_lib):
+    with pytest.raises(nvrtc.NvrtcError, match="undefined"):
+        nvrtc_lib.compile("__global__ void k() { undefined_thing(); }", "bad.cu", ["-arch=sm_90"])
+
+
+def test_nvrtc_headers_are_needed_and_used(nvrtc_lib):
+    """The kernel includes bincount_cuda.h only through the headers argument."""
+    source = _c_code.read_source(kernels.KERNEL_SOURCE)
+    with pytest.raises(nvrtc.NvrtcError):
+        nvrtc_lib.compile(source, "k.cu", ["-arch=sm_90", "-std=c++17", "-DBC_X_DTYPE=2"])
+
+
+def test_target_falls_back_to_ptx_for_a_newer_gpu(nvrtc_lib):
+    newest = max(nvrtc_lib.supported_archs())
+    assert nvrtc_lib.target(90) == ("sm_90", "cubin")
+    arch, kind = nvrtc_lib.target(newest + 1)
+    assert (arch, kind) == (f"compute_{newest}", "ptx")
+    with pytest.raises(nvrtc.NvrtcError, match="cannot compile"):
+        nvrtc_lib.target(10)
+
+
+def test_cache_on_disk_is_used_and_written_atomically(nvrtc_lib, tmp_path, monkeypatch):
+    monkeypatch.setenv("AESARA_BINCOUNT_CACHE", str(tmp_path))
+    source = "extern \"C\" __global__ void k(int *p) { p[0] = %d; }"
+    calls = []
+    real = nvrtc_lib.compile
+    monkeypatch.setattr(nvrtc_lib, "compile", lambda *a, **k: calls.append(a) or real(*a, **k))
+    first = nvrtc.compile_cached(source % 1, "k.cu", 80, nvrtc=nvrtc_lib)
+    files = sorted(os.listdir(tmp_path))
+    assert len(calls) == 1 and [f for f in files if f.endswith(".cubin")]
+    assert not [f for f in files if f.startswith(".tmp")]
+    # A new process (empty memory cache) reads the file instead of compiling.
+    monkeypatch.setattr(nvrtc, "_memory", {})
+    again = nvrtc.compile_cached(source % 1, "k.cu", 80, nvrtc=nvrtc_lib)
+    assert len(calls) == 1 and again.data == first.data
+    # Another source, option or architecture is another image.
+    nvrtc.compile_cached(source % 2, "k.cu", 80, nvrtc=nvrtc_lib)
+    nvrtc.compile_cached(source % 1, "k.cu", 90, nvrtc=nvrtc_lib)
+    nvrtc.compile_cached(source % 1, "k.cu", 80, options=["-DX=1"], nvrtc=nvrtc_lib)
+    assert len(calls) == 4
+
+
+def test_unwritable_cache_still_compiles(nvrtc_lib, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("AESARA_BINCOUNT_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(nvrtc, "_memory", {})
+    image = nvrtc.compile_cached('extern "C" __global__ void k() {}', "k.cu", 80, nvrtc=nvrtc_lib)
+    assert image.data[:4] == b"\x7fELF"
+
+
+def test_candidates_order(monkeypatch, tmp_path):
+    lib = tmp_path / "libnvrtc.so.12"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("AESARA_BINCOUNT_NVRTC", str(lib))
+    found = nvrtc.candidates()
+    assert found[0] == str(lib)
+    assert found.index("libnvrtc.so.12") < found.index("libnvrtc.so.13") < found.index("libnvrtc.so")
+    wheel = [c for c in found if "cuda_nvrtc" in c]
+    if wheel:
+        assert found.index(wheel[0]) < found.index("libnvrtc.so.12")
+
+
+def test_load_skips_nvrtc_newer_than_the_driver(monkeypatch):
+    class FakeNvrtc:
+        def __init__(self, path):
+            if path == "missing":
+                raise OSError("no such library")
+            self.path = path
+            self.version = (int(path[-2:]), 0)
+
+    monkeypatch.setattr(nvrtc, "Nvrtc", FakeNvrtc)
+    monkeypatch.setattr(nvrtc, "candidates", lambda: ["missing", "libnvrtc.so.13", "libnvrtc.so.12"])
+    for driver, expected in [(None, 13), (13000, 13), (12080, 12), (11080, 13)]:
+        monkeypatch.setattr(nvrtc, "_loaded", {})
+        assert nvrtc.load(driver).version[0] == expected, driver
+
+
+def test_load_error_names_what_to_install(monkeypatch):
+    monkeypatch.setattr(nvrtc, "_loaded", {})
+    monkeypatch.setattr(nvrtc, "candidates", lambda: ["/nonexistent/libnvrtc.so.12"])
+    with pytest.raises(nvrtc.NvrtcError, match="nvidia-cuda-nvrtc-cu12"):
+        nvrtc.load()

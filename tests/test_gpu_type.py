@@ -1,0 +1,274 @@
+"""GpuArrayType, GPU variables and shared variables, the transfer Ops, GpuBincount.make_node.
+
+No GPU: symbolic tests need nothing; value tests use the NumPy-backed fake
+CuPy of tests/gpu_emu/fakecupy (no kernel runs here).
+"""
+import importlib.util
+import os
+import pickle
+import sys
+
+import aesara
+import aesara.tensor as at
+import numpy as np
+import pytest
+from aesara.compile.sharedvalue import shared_constructor
+from aesara.tensor.type import TensorType
+from aesara.tensor.var import TensorVariable
+
+import aesara_bincount.gpu as gpu
+from aesara_bincount.gpu import (
+    GpuArrayConstant,
+    GpuArraySharedVariable,
+    GpuArrayType,
+    GpuArrayVariable,
+    GpuBincount,
+    gpu_from_host,
+    host_from_gpu,
+)
+from aesara_bincount.gpu.type import CupyArray
+
+FAKECUPY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_emu", "fakecupy", "cupy", "__init__.py")
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """The NumPy-backed fake CuPy, as ``cupy``, for this test only."""
+    spec = importlib.util.spec_from_file_location("cupy", FAKECUPY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "cupy", module)
+    return module
+
+
+# -- the type -----------------------------------------------------------------
+
+
+def test_type_basics():
+    t = GpuArrayType("int32", shape=(None, 3))
+    assert t == GpuArrayType(np.dtype("int32"), (None, 3)) and hash(t) == hash(GpuArrayType("int32", (None, 3)))
+    assert t != GpuArrayType("int64", (None, 3)) and t != TensorType("int32", (None, 3))
+    assert t.ndim == 2 and t.broadcastable == (False, False) and t.dtype == "int32"
+    assert str(GpuArrayType("float32", (None,))) == "GpuArrayType(float32, (?,))"
+    assert t.clone(dtype="uint8").dtype == "uint8" and t.clone(shape=(1,)).shape == (1,)
+    assert t.dtype_specs()[1] == "npy_int32"
+    assert t.host_type() == TensorType("int32", shape=(None, 3))
+    assert pickle.loads(pickle.dumps(t)) == t
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        GpuArrayType("complex64", (None,))
+
+
+def test_is_super_and_convert_variable():
+    general, specific = GpuArrayType("int64", (None,)), GpuArrayType("int64", (4,))
+    assert general.is_super(specific) and not specific.is_super(general)
+    assert not general.is_super(GpuArrayType("int32", (None,)))
+    v = specific()
+    assert general.convert_variable(v) is v
+    h = at.lvector("h")
+    moved = general.filter_variable(h)
+    assert moved.owner.op == gpu_from_host and moved.type == general
+    with pytest.raises(TypeError):
+        general.filter_variable(at.dvector())
+
+
+def test_cupy_arrays_are_recognised_without_cupy():
+    class ndarray:  # noqa: N801 - the class name CuPy uses
+        pass
+
+    ndarray.__module__ = "cupy._core.core"
+    assert isinstance(ndarray(), CupyArray)
+    assert not isinstance(np.zeros(2), CupyArray)
+    other = type("ndarray", (), {"__module__": "notcupy"})
+    assert not isinstance(other(), CupyArray)
+    # aesara.shared dispatches CuPy arrays to the GPU constructor.
+    assert shared_constructor.dispatch(ndarray) is gpu.shared
+    assert shared_constructor.dispatch(np.ndarray) is not gpu.shared
+
+
+def test_filter_checks_host_data_before_needing_cupy():
+    t = GpuArrayType("int32", (None,))
+    with pytest.raises(TypeError, match="Wrong number of dimensions"):
+        t.filter(np.zeros((2, 2), dtype="int32"))
+    with pytest.raises(TypeError, match="Variable"):
+        t.filter(at.ivector())
+    with pytest.raises(TypeError, match="expected a cupy.ndarray"):
+        t.filter(np.zeros(2, dtype="int32"), strict=True)
+    with pytest.raises(TypeError):
+        t.filter(np.array([1.5]))  # would lose precision
+
+
+def test_filter_without_cupy_explains(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(ImportError, match=r"aesara-bincount\[cuda12\]"):
+        GpuArrayType("int32", (None,)).filter(np.zeros(2, dtype="int32"))
+
+
+def test_filter_values(fake_cupy):
+    t = GpuArrayType("int64", (3,))
+    v = t.filter(np.array([1, 2, 3]))
+    assert isinstance(v, fake_cupy.ndarray) and v.dtype == np.int64
+    assert t.filter(v) is v and t.filter(v, strict=True) is v
+    cast = t.filter(fake_cupy.asarray(np.array([1, 2, 3], dtype="int32")))
+    assert cast.dtype == np.int64
+    with pytest.raises(TypeError, match="dtype"):
+        t.filter(fake_cupy.asarray(np.array([1, 2, 3], dtype="int32")), strict=True)
+    with pytest.raises(TypeError, match="shape"):
+        t.filter(np.arange(4))
+    with pytest.raises(TypeError):
+        GpuArrayType("int32", (None,)).filter(fake_cupy.asarray(np.array([1.5])))
+    f32 = GpuArrayType("float32", (None,))
+    with pytest.raises(TypeError, match="loss of precision"):
+        f32.filter(fake_cupy.asarray(np.array([1.5])))  # as TensorType does
+    assert f32.filter(fake_cupy.asarray(np.array([1.5])), allow_downcast=True).dtype == np.float32
+    assert t.values_eq(v, np.array([1, 2, 3])) and not t.values_eq(v, np.array([1, 2, 4]))
+    assert GpuArrayType.may_share_memory(v, v[1:]) and not GpuArrayType.may_share_memory(v, v.copy())
+    assert not GpuArrayType.may_share_memory(v[:1], v[1:])
+    assert t.get_size(t.get_shape_info(v)) == 24
+
+
+# -- variables in expressions ---------------------------------------------------
+
+
+def test_gpu_variables_work_as_tensors():
+    x = GpuArrayType("int64", (None,))("x")
+    assert isinstance(x, GpuArrayVariable)
+    for expr in (x + 1, x.max(), x.sum(), x[1:], at.exp(x)):
+        assert isinstance(expr, TensorVariable)
+        inputs = aesara.graph.basic.ancestors([expr])
+        assert any(v.owner is not None and v.owner.op == host_from_gpu for v in inputs)
+    assert x.transfer("gpu") is x and x.transfer("cpu").owner.op == host_from_gpu
+    with pytest.raises(ValueError):
+        x.transfer("tpu")
+
+
+def test_transfer_ops():
+    x = GpuArrayType("float32", (None, 2))("x")
+    h = host_from_gpu(x)
+    assert h.type == TensorType("float32", (None, 2))
+    back = gpu_from_host(h)
+    assert back.type == x.type
+    (g,) = host_from_gpu.grad([x], [at.matrix("g", dtype="float32")])
+    assert g.owner.op == gpu_from_host
+    (g,) = gpu_from_host.grad([h], [x])
+    assert g.owner.op == host_from_gpu
+    fg = aesara.graph.fg.FunctionGraph([x], [h], clone=False)
+    assert host_from_gpu.infer_shape(fg, h.owner, [("a", "b")]) == [("a", "b")]
+    with pytest.raises(TypeError):
+        host_from_gpu(at.vector())
+
+
+def test_transfer_values(fake_cupy):
+    x = GpuArrayType("int16", (None,))("x")
+    f = aesara.function([x], [host_from_gpu(x) * 2, gpu_from_host(host_from_gpu(x) + 1)], mode="FAST_COMPILE")
+    doubled, plus = f(np.array([1, 2], dtype="int16"))
+    assert isinstance(doubled, np.ndarray) and doubled.tolist() == [2, 4]
+    assert isinstance(plus, fake_cupy.ndarray) and plus.tolist() == [2, 3]
+
+
+# -- shared variables -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+)
+def test_shared_variables(fake_cupy, dtype):
+    value = np.arange(6, dtype=dtype).reshape(2, 3)
+    for v in (gpu.shared(value, name="v"), aesara.shared(fake_cupy.asarray(value), name="v")):
+        assert isinstance(v, GpuArraySharedVariable) and v.type == GpuArrayType(dtype, (None, None))
+        host = v.get_value()
+        assert type(host) is np.ndarray and np.array_equal(host, value)
+        inner = v.get_value(borrow=True, return_internal_type=True)
+        assert isinstance(inner, fake_cupy.ndarray)
+        assert v.get_value(return_internal_type=True) is not inner
+        v.set_value(value + 1)
+        assert np.array_equal(v.get_value(), value + 1)
+        new = fake_cupy.asarray(value)
+        v.set_value(new, borrow=True)
+        assert v.get_value(borrow=True, return_internal_type=True) is new
+        v.set_value(new)
+        assert v.get_value(borrow=True, return_internal_type=True) is not new
+        v.zero()
+        assert not v.get_value().any()
+
+
+def test_shared_copies_unless_borrowed(fake_cupy):
+    value = fake_cupy.asarray(np.arange(3))
+    assert gpu.shared(value).get_value(borrow=True, return_internal_type=True) is not value
+    assert gpu.shared(value, borrow=True).get_value(borrow=True, return_internal_type=True) is value
+    assert gpu.shared(np.zeros(3), shape=(3,)).type.shape == (3,)
+    with pytest.raises(TypeError):
+        gpu.shared(np.zeros(2, dtype="complex64"))
+    with pytest.raises(TypeError):
+        gpu.shared(value, target="cpu")
+
+
+def test_constants_merge_by_value(fake_cupy):
+    t = GpuArrayType("int32", (3,))
+    a = GpuArrayConstant(t, fake_cupy.asarray(np.array([1, 2, 3], dtype="int32")))
+    b = GpuArrayConstant(t, fake_cupy.asarray(np.array([1, 2, 3], dtype="int32")))
+    c = GpuArrayConstant(t, fake_cupy.asarray(np.array([1, 2, 4], dtype="int32")))
+    assert a.signature() == b.signature() and hash(a.signature()) == hash(b.signature())
+    assert a.signature() != c.signature()
+
+
+# -- GpuBincount.make_node ------------------------------------------------------
+
+
+def test_make_node_types():
+    x = GpuArrayType("int32", (None,))("x")
+    out = GpuBincount()(x, 0)
+    assert out.type == GpuArrayType("int32", (None,))
+    w = GpuArrayType("float32", (None,))("w")
+    assert GpuBincount()(x, 3, w).type.dtype == "float32"
+    assert GpuBincount("scatter")(x, 10, GpuArrayType("float64", ())("s")).type == GpuArrayType("float64", (10,))
+    assert GpuBincount(out_dtype="float64")(x, 0).type.dtype == "float64"
+    # A host x is moved to the GPU; a HostFromGpu is undone.
+    assert GpuBincount()(at.ivector(), 0).owner.inputs[0].owner.op == gpu_from_host
+    assert GpuBincount()(host_from_gpu(x), 0).owner.inputs[0] is x
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: GpuBincount()(GpuArrayType("float32", (None,))(), 0),
+        lambda: GpuBincount()(GpuArrayType("int32", (None, None))(), 0),
+        lambda: GpuBincount()(GpuArrayType("int32", (None,))(), at.dscalar()),
+        lambda: GpuBincount()(GpuArrayType("int32", (None,))(), 0, GpuArrayType("float32", ())()),
+        lambda: GpuBincount(out_dtype="float64")(
+            GpuArrayType("int32", (None,))(), 0, GpuArrayType("float32", (None,))()
+        ),
+        lambda: GpuBincount(out_dtype="complex64"),
+    ],
+)
+def test_make_node_refuses(build):
+    with pytest.raises(TypeError):
+        build()
+
+
+def test_gradient_of_the_weights_is_a_gpu_array():
+    x = GpuArrayType("int32", (None,))("x")
+    w = GpuArrayType("float64", (None,))("w")
+    out = GpuBincount()(x, 0, w)
+    gw = aesara.grad(host_from_gpu(out).sum(), w)
+    assert gw.type == w.type
+    wi = GpuArrayType("int64", (None,))("wi")
+    assert isinstance(aesara.grad(host_from_gpu(GpuBincount()(x, 0, wi)).sum(), wi).type, GpuArrayType)
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError):
+        GpuBincount("histogram")
+
+
+def test_op_pickles_and_prints():
+    op = GpuBincount("scatter", "float32")
+    again = pickle.loads(pickle.dumps(op))
+    assert again == op and hash(again) == hash(op)
+    assert again.c_code_cache_version() == op.c_code_cache_version()
+    assert "GpuBincount" in str(op) and "scatter" in str(op)
+
+
+def test_gpu_rows_needs_a_gpu(monkeypatch):
+    monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
+    with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
+        gpu.gpu_rows(np.arange(3))
