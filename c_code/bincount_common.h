@@ -45,8 +45,8 @@
  * `(npy_int64)v < 0` on a narrow unsigned type is constant, and gcc's
  * -Wtype-limits flags it; the code that instantiates such tests for every
  * integer dtype calls these instead. */
-static inline npy_int64 bc_i64(npy_int64 v) { return v; }
-static inline npy_uint64 bc_u64(npy_uint64 v) { return v; }
+static inline npy_int64 bc_as_i64(npy_int64 v) { return v; }
+static inline npy_uint64 bc_as_u64(npy_uint64 v) { return v; }
 
 /*
  * Refuse, with a MemoryError, an output of `nbins` items of `itemsize` bytes

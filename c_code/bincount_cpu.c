@@ -190,14 +190,14 @@ static void APPLY_SPECIFIC(bc_minmax)(const BC_X_T *BC_RESTRICT x, npy_intp len,
 /* Is v a value this form refuses (negative or too large, or out of [-n, n))? */
 static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
 {
-    int negative = BC_X_SIGNED && bc_i64(v) < 0;
+    int negative = BC_X_SIGNED && bc_as_i64(v) < 0;
 #if BC_SCATTER
     if (negative)
-        return bc_i64(v) < -(npy_int64)n;
-    return bc_u64(v) >= (npy_uint64)n;
+        return bc_as_i64(v) < -(npy_int64)n;
+    return bc_as_u64(v) >= (npy_uint64)n;
 #else
     (void)n;
-    return negative || bc_u64(v) >= (npy_uint64)NPY_MAX_INTP;
+    return negative || bc_as_u64(v) >= (npy_uint64)NPY_MAX_INTP;
 #endif
 }
 
@@ -210,14 +210,14 @@ static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_in
         BC_X_T v = x[i];
         if (!APPLY_SPECIFIC(bc_is_bad)(v, n))
             continue;
-        if (BC_X_SIGNED && bc_i64(v) < 0)
+        if (BC_X_SIGNED && bc_as_i64(v) < 0)
             snprintf(text, sizeof(text), "%lld", (long long)(npy_int64)v);
         else
             snprintf(text, sizeof(text), "%llu", (unsigned long long)(npy_uint64)v);
 #if BC_SCATTER
         PyErr_Format(PyExc_IndexError, BC_MSG_INDEX, text, (long long)i, (long long)n);
 #else
-        if (BC_X_SIGNED && bc_i64(v) < 0)
+        if (BC_X_SIGNED && bc_as_i64(v) < 0)
             PyErr_Format(PyExc_ValueError, BC_MSG_NEGATIVE, (long long)(npy_int64)v,
                          (long long)i);
         else
@@ -327,8 +327,8 @@ static int APPLY_SPECIFIC(bc_count_slow)(BC_CTX *ctx, BC_HIST *h, npy_intp i)
     (void)wstep;
     if (APPLY_SPECIFIC(bc_is_bad)(raw, ctx->n))
         return BC_RANGE;
-    v = (npy_intp)bc_i64(raw);
-    if (BC_X_SIGNED && bc_i64(raw) < 0)
+    v = (npy_intp)bc_as_i64(raw);
+    if (BC_X_SIGNED && bc_as_i64(raw) < 0)
         v += ctx->n; /* only the scatter-add form gets here */
     if (v >= h->cap) {
         if (!BC_SCATTER && v + 1 > ctx->limit)
@@ -554,7 +554,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
             status = BC_RANGE;
         } else {
 #if BC_SCATTER
-            wrap = BC_X_SIGNED && bc_i64(mn) < 0;
+            wrap = BC_X_SIGNED && bc_as_i64(mn) < 0;
 #else
             if ((npy_intp)mx + 1 > nbins)
                 nbins = (npy_intp)mx + 1;
