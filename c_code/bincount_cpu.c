@@ -83,8 +83,11 @@
 #ifndef BC_COPY8_MAX_BINS
 #define BC_COPY8_MAX_BINS 256 /* up to this many bins: 8 interleaved copies */
 #endif
-#ifndef BC_COPY4_MAX_BINS
-#define BC_COPY4_MAX_BINS 4096 /* up to this many bins: 4 copies; then 1 */
+#ifndef BC_COPY4_MAX_BYTES
+#define BC_COPY4_MAX_BYTES (1 << 20) /* 4 copies while they fit in this (L2); then 1 */
+#endif
+#ifndef BC_RUN_SAMPLE
+#define BC_RUN_SAMPLE 4096 /* elements sampled for runs of equal values */
 #endif
 #ifndef BC_PRIV_MIN_BINS
 #define BC_PRIV_MIN_BINS 4096 /* private histograms may always grow this far */
@@ -240,7 +243,8 @@ static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need)
     BC_H_T *bins;
     while (cap < need)
         cap *= 2;
-    copies = cap <= BC_COPY8_MAX_BINS ? 8 : cap <= BC_COPY4_MAX_BINS ? 4 : 1;
+    copies = cap <= BC_COPY8_MAX_BINS ? 8
+             : (size_t)cap * 4 * sizeof(BC_H_T) <= BC_COPY4_MAX_BYTES ? 4 : 1;
     bins = (BC_H_T *)bc_calloc((size_t)copies * (size_t)cap, sizeof(BC_H_T));
     if (bins == NULL)
         return -1;
@@ -315,6 +319,61 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
     return i;
 }
 
+/* Do runs of equal values dominate x[lo:hi)?  Looks at a prefix sample.
+ * Runs make the plain loop wait on itself (each update of a bin reads the
+ * previous one); the run-aggregating loops below add a whole run at once. */
+static int APPLY_SPECIFIC(bc_runs_dominate)(const BC_X_T *x, npy_intp lo, npy_intp hi)
+{
+    const npy_intp end = hi - lo > BC_RUN_SAMPLE ? lo + BC_RUN_SAMPLE : hi;
+    npy_intp i, equal = 0;
+    for (i = lo + 1; i < end; i++)
+        equal += x[i] == x[i - 1];
+    return 2 * equal > end - lo;
+}
+
+/* One step of run aggregation: a run of `prev` has summed `acc` so far.  A
+ * new value flushes the run into dst[prev]; an equal one extends it.  Both
+ * cases store (to a rotating scratch cell when the run goes on), so the loop
+ * has no branch to mispredict and no chain through memory. */
+#define BC_RUN_STEP(T, dst, v, k)                                                \
+    do {                                                                         \
+        const int same_ = (v) == prev;                                           \
+        T *tgt_ = same_ ? &scratch[(k)&7] : &(dst)[prev];                        \
+        *tgt_ += same_ ? (T)0 : acc;                                             \
+        acc = same_ ? (T)(acc + (T)BC_INC(k)) : (T)BC_INC(k);                    \
+        prev = (v);                                                              \
+    } while (0)
+
+/* Fast path for a single-copy histogram when runs dominate: as
+ * bc_count_fast, adding each run of equal values at once. */
+static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
+                                                   const BC_OUT_T *BC_RESTRICT w,
+                                                   npy_intp wstep, npy_intp i, npy_intp end)
+{
+    const npy_uint64 ucap = (npy_uint64)h->cap;
+    BC_H_T *h0 = h->bins;
+    BC_H_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    BC_H_T acc = 0;
+    npy_uint64 prev = 0, m = h->max_seen;
+    (void)w;
+    (void)wstep;
+    for (; i + 4 <= end; i += 4) {
+        const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
+        const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
+        if ((v0 | v1 | v2 | v3) >= ucap)
+            break;
+        BC_RUN_STEP(BC_H_T, h0, v0, i);
+        BC_RUN_STEP(BC_H_T, h0, v1, i + 1);
+        BC_RUN_STEP(BC_H_T, h0, v2, i + 2);
+        BC_RUN_STEP(BC_H_T, h0, v3, i + 3);
+        BC_TRACK(v0); BC_TRACK(v1); BC_TRACK(v2); BC_TRACK(v3);
+    }
+    if (h0 != NULL)
+        h0[prev] += acc;
+    h->max_seen = m;
+    return i;
+}
+
 /* The slow path for the element x[i]: wrap, grow, or report.  Returns a
  * status (BC_OK when the element was counted). */
 static int APPLY_SPECIFIC(bc_count_slow)(BC_CTX *ctx, BC_HIST *h, npy_intp i)
@@ -349,6 +408,7 @@ static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
     const npy_intp lo = bc_split(ctx->size, ctx->ntasks, t);
     const npy_intp hi = bc_split(ctx->size, ctx->ntasks, t + 1);
     npy_intp i = lo;
+    const int runs = APPLY_SPECIFIC(bc_runs_dominate)(ctx->x, lo, hi);
 
     h->length = hi - lo;
     if (BC_SCATTER && APPLY_SPECIFIC(bc_hist_reserve)(h, ctx->n) != 0)
@@ -359,7 +419,10 @@ static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
         npy_intp stop_at;
         if (__atomic_load_n(&ctx->stop, __ATOMIC_RELAXED))
             return;
-        i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end);
+        if (runs && h->copies == 1)
+            i = APPLY_SPECIFIC(bc_count_fast_runs)(h, ctx->x, ctx->w, ctx->wstep, i, end);
+        else
+            i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end);
         stop_at = end - i < group ? end : i + group;
         for (; i < stop_at && h->status == BC_OK; i++)
             h->status = APPLY_SPECIFIC(bc_count_slow)(ctx, h, i);
@@ -419,12 +482,22 @@ static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, int nt, BC_ACC_T *out, 
     npy_intp i;
     (void)w;
     (void)wstep;
-    if (nt <= 1) {
+    if (nt <= 1 || BC_OUT_FLOAT) {
         if (wrap) {
             for (i = 0; i < size; i++) {
                 npy_intp v = (npy_intp)x[i];
                 out[v < 0 ? v + n : v] += (BC_ACC_T)BC_INC(i);
             }
+        } else if (APPLY_SPECIFIC(bc_runs_dominate)(x, 0, size)) {
+            /* Runs of equal values: add each run at once (see BC_RUN_STEP). */
+            BC_ACC_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            BC_ACC_T acc = 0;
+            npy_intp prev = 0;
+            for (i = 0; i < size; i++) {
+                const npy_intp v = (npy_intp)x[i];
+                BC_RUN_STEP(BC_ACC_T, out, v, i);
+            }
+            out[prev] += acc;
         } else {
             for (i = 0; i < size; i++)
                 out[(npy_intp)x[i]] += (BC_ACC_T)BC_INC(i);
@@ -432,13 +505,33 @@ static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, int nt, BC_ACC_T *out, 
         return;
     }
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (i = 0; i < size; i++) {
-        npy_intp v = (npy_intp)x[i];
-        if (wrap && v < 0)
-            v += n;
+#pragma omp parallel num_threads(nt)
+    {
+        /* Integer sums with atomics; each thread adds runs of equal values
+         * at once, so a hot bin is not fought over element by element. */
+        const int t = omp_get_thread_num(), tn = omp_get_num_threads();
+        const npy_intp a = bc_split(size, tn, t), e = bc_split(size, tn, t + 1);
+        npy_intp prev = -1, j;
+        BC_ACC_T acc = 0;
+        for (j = a; j < e; j++) {
+            npy_intp v = (npy_intp)x[j];
+            if (wrap && v < 0)
+                v += n;
+            if (v == prev) {
+                acc += (BC_ACC_T)BC_INC(j);
+                continue;
+            }
+            if (prev >= 0) {
 #pragma omp atomic
-        out[v] += (BC_ACC_T)BC_INC(i);
+                out[prev] += acc;
+            }
+            prev = v;
+            acc = (BC_ACC_T)BC_INC(j);
+        }
+        if (prev >= 0) {
+#pragma omp atomic
+            out[prev] += acc;
+        }
     }
 #endif
 }
@@ -654,6 +747,7 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
 #undef BC_H_T
 #undef BC_INC
 #undef BC_TRACK
+#undef BC_RUN_STEP
 #undef BC_HIST
 #undef BC_CTX
 #undef BC_OK

@@ -355,3 +355,21 @@ def _property_functions(dtype):
             compiled([x, w, m], at_bincount(x, weights=w, minlength=m)),
         )
     return _PROPERTY_CACHE[dtype]
+
+
+@pytest.mark.parametrize("bins", [200, 70_000, 3_000_000])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_runs_of_equal_values(bins, weighted, rng, openmp):
+    """Run-heavy data takes the run-aggregating loops (private and direct paths)."""
+    x = at.lvector("x")
+    w = at.dvector("w")
+    out = at_bincount(x, weights=w if weighted else None)
+    f = compiled([x, w] if weighted else [x], out)
+    values = rng.integers(0, bins, size=3000)
+    lengths = rng.integers(1, 200, size=3000)
+    for xv in (np.repeat(values, lengths), np.full(200_000, bins - 1), np.sort(rng.integers(0, bins, 300_000))):
+        if weighted:
+            wv = rng.standard_normal(xv.size)
+            np.testing.assert_allclose(f(xv, wv), np.bincount(xv, weights=wv), rtol=1e-9, atol=1e-9)
+        else:
+            np.testing.assert_array_equal(f(xv), np.bincount(xv))
