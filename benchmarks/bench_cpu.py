@@ -86,7 +86,6 @@ def optional_competitors():
     try:
         import torch
 
-        torch.set_num_threads(1)
         extra["torch_1thread"] = torch
     except Exception:  # noqa: BLE001
         pass
@@ -140,11 +139,20 @@ def run_cell(fns, extra, n, bins, dist, dtype, weighted, rng):
         # int32 input is part of what a user would pay.
         xt = torch.from_numpy(x_np)
         wt = torch.from_numpy(w_np) if weighted else None
-        cands["torch_1thread"] = (
-            (lambda: torch.bincount(xt.long(), weights=wt))
-            if dtype != "int64"
-            else (lambda: torch.bincount(xt, weights=wt))
-        )
+        threads = torch.get_num_threads()
+
+        def torch_1thread():
+            # torch.set_num_threads also sets OpenMP's thread count for the
+            # whole process (it shares libgomp with Bincount), so it is put
+            # back at once: otherwise "openmp on" would silently run on one
+            # thread.  The pair of calls costs under a microsecond.
+            torch.set_num_threads(1)
+            try:
+                return torch.bincount(xt if dtype == "int64" else xt.long(), weights=wt)
+            finally:
+                torch.set_num_threads(threads)
+
+        cands["torch_1thread"] = torch_1thread
     cands["read"] = lambda: x_np.max()
     budget = 0.15 if n <= 10**6 else 0.6
     times = interleaved_medians(cands, budget_s=budget)

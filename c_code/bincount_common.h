@@ -89,11 +89,14 @@ static npy_intp bc_split(npy_intp size, npy_intp parts, npy_intp k)
  * when the block is large (4 MiB or more).  Random updates over a large
  * histogram then miss the TLB far less often.  Advice only: ignored where
  * unsupported. */
+#ifndef BC_HUGE_PAGE_MIN_BYTES
+#define BC_HUGE_PAGE_MIN_BYTES (4 << 20)
+#endif
 static void bc_advise_huge_pages(void *p, size_t bytes)
 {
 #if defined(MADV_HUGEPAGE)
     const size_t page = 4096;
-    if (p != NULL && bytes >= ((size_t)4 << 20)) {
+    if (p != NULL && bytes >= (size_t)BC_HUGE_PAGE_MIN_BYTES) {
         const size_t start = ((size_t)p + page - 1) & ~(page - 1);
         const size_t end = ((size_t)p + bytes) & ~(page - 1);
         if (end > start)

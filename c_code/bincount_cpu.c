@@ -135,11 +135,12 @@
 #if BC_WEIGHTED
 #define BC_H_T BC_ACC_T
 #define BC_INC(i) ((BC_H_T)w[(i) * wstep])
-#define BC_TRACK(v) m = (npy_uint64)(v) > m ? (npy_uint64)(v) : m
+/* Running maxima, four of them so that no chain of compares forms. */
+#define BC_TRACK(mk, v) mk = (npy_uint64)(v) > mk ? (npy_uint64)(v) : mk
 #else
 #define BC_H_T npy_uint32
 #define BC_INC(i) ((BC_H_T)1)
-#define BC_TRACK(v) (void)0
+#define BC_TRACK(mk, v) (void)0
 #endif
 
 /* Status of a task, shared through the call context. */
@@ -271,7 +272,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
     const npy_uint64 ucap = (npy_uint64)h->cap;
     const npy_intp cap = h->cap;
     BC_H_T *h0 = h->bins;
-    npy_uint64 m = h->max_seen;
+    npy_uint64 m0 = h->max_seen, m1 = m0, m2 = m0, m3 = m0;
     (void)w;
     (void)wstep;
     if (h->copies == 8) {
@@ -292,8 +293,8 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
             h5[v5] += BC_INC(i + 5);
             h6[v6] += BC_INC(i + 6);
             h7[v7] += BC_INC(i + 7);
-            BC_TRACK(v0); BC_TRACK(v1); BC_TRACK(v2); BC_TRACK(v3);
-            BC_TRACK(v4); BC_TRACK(v5); BC_TRACK(v6); BC_TRACK(v7);
+            BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
+            BC_TRACK(m0, v4); BC_TRACK(m1, v5); BC_TRACK(m2, v6); BC_TRACK(m3, v7);
         }
     } else {
         /* With one copy the four pointers alias: no restrict here. */
@@ -312,10 +313,12 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
             h1[v1] += BC_INC(i + 1);
             h2[v2] += BC_INC(i + 2);
             h3[v3] += BC_INC(i + 3);
-            BC_TRACK(v0); BC_TRACK(v1); BC_TRACK(v2); BC_TRACK(v3);
+            BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
         }
     }
-    h->max_seen = m;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    h->max_seen = m2 > m0 ? m2 : m0;
     return i;
 }
 
@@ -354,7 +357,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_
     BC_H_T *h0 = h->bins;
     BC_H_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     BC_H_T acc = 0;
-    npy_uint64 prev = 0, m = h->max_seen;
+    npy_uint64 prev = 0, m0 = h->max_seen;
     (void)w;
     (void)wstep;
     for (; i + 4 <= end; i += 4) {
@@ -366,11 +369,11 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_
         BC_RUN_STEP(BC_H_T, h0, v1, i + 1);
         BC_RUN_STEP(BC_H_T, h0, v2, i + 2);
         BC_RUN_STEP(BC_H_T, h0, v3, i + 3);
-        BC_TRACK(v0); BC_TRACK(v1); BC_TRACK(v2); BC_TRACK(v3);
+        BC_TRACK(m0, v0); BC_TRACK(m0, v1); BC_TRACK(m0, v2); BC_TRACK(m0, v3);
     }
     if (h0 != NULL)
         h0[prev] += acc;
-    h->max_seen = m;
+    h->max_seen = m0;
     return i;
 }
 
@@ -408,7 +411,7 @@ static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
     const npy_intp lo = bc_split(ctx->size, ctx->ntasks, t);
     const npy_intp hi = bc_split(ctx->size, ctx->ntasks, t + 1);
     npy_intp i = lo;
-    const int runs = APPLY_SPECIFIC(bc_runs_dominate)(ctx->x, lo, hi);
+    int runs = -1; /* sampled only once the histogram has a single copy */
 
     h->length = hi - lo;
     if (BC_SCATTER && APPLY_SPECIFIC(bc_hist_reserve)(h, ctx->n) != 0)
@@ -419,7 +422,9 @@ static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
         npy_intp stop_at;
         if (__atomic_load_n(&ctx->stop, __ATOMIC_RELAXED))
             return;
-        if (runs && h->copies == 1)
+        if (h->copies == 1 && runs < 0)
+            runs = APPLY_SPECIFIC(bc_runs_dominate)(ctx->x, i, hi);
+        if (h->copies == 1 && runs)
             i = APPLY_SPECIFIC(bc_count_fast_runs)(h, ctx->x, ctx->w, ctx->wstep, i, end);
         else
             i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end);
