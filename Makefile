@@ -26,8 +26,12 @@ $(STAMP): setup.py pyproject.toml
 venv: $(STAMP)
 
 ## The main job: the seed case, checked against numpy.bincount and timed.
+## bincount uses no BLAS, so Aesara's BLAS probe (pages of numpy.distutils
+## warnings at import) is skipped unless AESARA_FLAGS already chooses BLAS flags.
+comma := ,
+DEMO_AESARA_FLAGS := $(if $(findstring blas__ldflags,$(AESARA_FLAGS)),$(AESARA_FLAGS),$(if $(AESARA_FLAGS),$(AESARA_FLAGS)$(comma))blas__ldflags=)
 demo: $(STAMP)
-	$(PY) -m aesara_bincount
+	AESARA_FLAGS="$(DEMO_AESARA_FLAGS)" $(PY) -m aesara_bincount
 
 ## The test-suite (what CI runs); it builds the docs and runs their examples.
 test: $(DOCS_STAMP)

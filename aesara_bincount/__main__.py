@@ -11,20 +11,11 @@ import argparse
 import os
 import platform
 import sys
-import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
-# Aesara's BLAS probe prints pages of numpy.distutils warnings at import; bincount
-# uses no BLAS, so this process skips the probe unless the user chose BLAS flags.
-if "blas__ldflags" not in os.environ.get("AESARA_FLAGS", ""):
-    os.environ["AESARA_FLAGS"] = ",".join(
-        f for f in (os.environ.get("AESARA_FLAGS", ""), "blas__ldflags=") if f
-    )
-warnings.filterwarnings("ignore", module="numpy.distutils.*")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from aesara_bincount._timing import interleaved_medians  # noqa: E402
+from aesara_bincount._timing import interleaved_medians
 
 
 def _rows(
@@ -105,6 +96,16 @@ def main(argv=None) -> int:
     )
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPU cores; GPU: "
           + ("yes" if gpu_ok else f"no ({why})"))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    busy = load > 0.5
+    print(
+        f"load average: {load:.2f}"
+        + (
+            " (other processes are using the cores: OpenMP rows wait for them, see README)"
+            if busy
+            else ""
+        )
+    )
     print(f"seed case: x = {args.size:,} int64 values in [0, {args.bins}) in aesara.shared\n")
 
     all_ok = True
