@@ -190,10 +190,13 @@ static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
 #endif
 }
 
-/* Serial scan for the first refused value; sets the Python exception. */
+/* Serial scan that sets the Python exception for a refused x, in the order of
+ * reference_bincount: the scatter-add form names the first bad index; the
+ * bincount form names the first negative value, else the largest value. */
 static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_intp n)
 {
     npy_intp i;
+#if BC_SCATTER
     char text[32];
     for (i = 0; i < size; i++) {
         BC_X_T v = x[i];
@@ -203,18 +206,27 @@ static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_in
             snprintf(text, sizeof(text), "%lld", (long long)(npy_int64)v);
         else
             snprintf(text, sizeof(text), "%llu", (unsigned long long)(npy_uint64)v);
-#if BC_SCATTER
         PyErr_Format(PyExc_IndexError, BC_MSG_INDEX, text, (long long)i, (long long)n);
-#else
-        if (BC_X_SIGNED && (npy_int64)v < 0)
-            PyErr_Format(PyExc_ValueError, BC_MSG_NEGATIVE, (long long)(npy_int64)v,
-                         (long long)i);
-        else
-            PyErr_Format(PyExc_ValueError, BC_MSG_TOO_LARGE,
-                         (unsigned long long)(npy_uint64)v);
-#endif
         return -1;
     }
+#else
+    npy_uint64 top = 0;
+    (void)n;
+    for (i = 0; i < size; i++) {
+        BC_X_T v = x[i];
+        if (BC_X_SIGNED && (npy_int64)v < 0) {
+            PyErr_Format(PyExc_ValueError, BC_MSG_NEGATIVE, (long long)(npy_int64)v,
+                         (long long)i);
+            return -1;
+        }
+        if ((npy_uint64)v > top)
+            top = (npy_uint64)v;
+    }
+    if (top >= (npy_uint64)NPY_MAX_INTP) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_TOO_LARGE, (unsigned long long)top);
+        return -1;
+    }
+#endif
     PyErr_SetString(PyExc_RuntimeError, "bincount: internal error, no bad value found");
     return -1;
 }
