@@ -166,21 +166,44 @@ def weights_for(draw, size: int, dtype: str):
     return w.astype(dt)
 
 
-def _invalid_draw(values: np.ndarray, data, lo: int, hi: int, signed_min: int, label: str):
-    """Maybe plant one out-of-range value (below ``lo`` or above ``hi``)."""
-    if values.size == 0 or data.draw(st.integers(0, 4), label=f"{label}: plant") != 0:
+def _bad_bincount_values(dtype: str):
+    """Values the bincount form refuses: negative, or ``max + 1`` too large."""
+    info = np.iinfo(dtype)
+    bad = []
+    if info.min < 0:
+        bad.append(st.integers(max(int(info.min), -(2**40)), -1))
+    if dtype == "int64":
+        bad.append(st.sampled_from([2**40, 2**62, 2**63 - 1]))
+    if dtype == "uint64":
+        bad.append(st.one_of(st.integers(2**63, 2**64 - 1), st.sampled_from([2**40, 2**62])))
+    return st.one_of(*bad) if bad else None
+
+
+def _bad_indices(dtype: str, n: int):
+    """Indices the scatter-add form refuses: outside ``[-n, n)``."""
+    info = np.iinfo(dtype)
+    bad = []
+    if info.min < -n:
+        bad.append(st.integers(int(info.min), -n - 1))
+    if info.max >= n:
+        bad.append(st.integers(n, int(info.max)))
+    return st.one_of(*bad) if bad else None
+
+
+def _plant(values: np.ndarray, dtype: str, data, bad) -> np.ndarray:
+    """``values`` in ``dtype``, where 1 to 3 elements may be replaced by ``bad`` draws."""
+    values = values.astype(dtype)
+    if bad is None or values.size == 0 or data.draw(st.integers(0, 4), label="plant?") != 0:
         return values
-    choices = []
-    if signed_min < lo:
-        choices.append(data.draw(st.integers(signed_min, lo - 1), label="below"))
-    if hi is not None:
-        choices.append(hi + 1)
-    if not choices:
-        return values
-    values = values.copy()
-    pos = data.draw(st.integers(0, values.size - 1), label="position")
-    values[pos] = data.draw(st.sampled_from(choices), label="planted")
+    for _ in range(data.draw(st.integers(1, 3), label="how many")):
+        pos = data.draw(st.integers(0, values.size - 1), label="position")
+        values[pos] = data.draw(bad, label="planted")
     return values
+
+
+def _refused(values: np.ndarray, lo: int, hi: int) -> bool:
+    """Does ``values`` hold anything outside ``[lo, hi]``?  (Python ints: no overflow.)"""
+    return values.size > 0 and (int(values.min()) < lo or int(values.max()) > hi)
 
 
 def _expect_error(case, x, w, n, mode, out_dtype, backend):
@@ -209,12 +232,11 @@ def test_bincount_counts(backend, data):
     openmp = data.draw(st.booleans(), label="openmp")
     top = _top_for(dtype, data)
     values = data.draw(int_values(dtype, 0, top), label="x values")
-    signed_min = max(int(np.iinfo(dtype).min), -(2**40))
-    values = _invalid_draw(values, data, 0, None, signed_min, "x")
+    values = _plant(values, dtype, data, _bad_bincount_values(dtype))
     x = data.draw(views(values, dtype), label="x view")
     minlength = data.draw(st.one_of(st.integers(0, 300), st.integers(0, 2**20)), label="minlength")
     case = bincount_case(backend, dtype, None, openmp)
-    if values.size and values.min() < 0:
+    if _refused(values, 0, BIG_TOP):
         _expect_error(case, x, None, minlength, "bincount", dtype, backend)
         return
     got = case.run(x, None, minlength)
@@ -237,14 +259,13 @@ def test_bincount_weighted(backend, data):
     dtype, w_dtype, openmp = data.draw(st.sampled_from(WEIGHTED_CONFIGS), label="config")
     top = _top_for(dtype, data)
     values = data.draw(int_values(dtype, 0, top), label="x values")
-    signed_min = max(int(np.iinfo(dtype).min), -(2**40))
-    values = _invalid_draw(values, data, 0, None, signed_min, "x")
+    values = _plant(values, dtype, data, _bad_bincount_values(dtype))
     x = data.draw(views(values, dtype), label="x view")
     weights = data.draw(weights_for(values.size, w_dtype), label="weights")
     w = data.draw(views(weights, w_dtype), label="weights view")
     minlength = data.draw(st.one_of(st.integers(0, 300), st.integers(0, 2**20)), label="minlength")
     case = bincount_case(backend, dtype, w_dtype, openmp)
-    if values.size and values.min() < 0:
+    if _refused(values, 0, BIG_TOP):
         _expect_error(case, x, w, minlength, "bincount", w_dtype, backend)
         return
     got = case.run(x, w, minlength)
@@ -278,9 +299,7 @@ def test_scatter_add(backend, data):
     lo = max(int(info.min), -n)
     hi = min(int(info.max), n - 1)
     values = data.draw(int_values(dtype, lo, hi), label="indices")
-    signed_min = max(int(info.min), -(2**40))
-    planted_hi = hi if hi < info.max else None
-    values = _invalid_draw(values, data, lo, planted_hi, signed_min, "indices")
+    values = _plant(values, dtype, data, _bad_indices(dtype, n))
     x = data.draw(views(values, dtype), label="indices view")
     if w_ndim is None:
         w, weights = None, None
@@ -291,13 +310,14 @@ def test_scatter_add(backend, data):
         weights = data.draw(weights_for(values.size, out_dtype), label="increments")
         w = data.draw(views(weights, out_dtype), label="increments view")
     case = scatter_case(backend, dtype, out_dtype, w_ndim, openmp)
-    if values.size and (values.min() < -n or values.max() >= n):
+    if _refused(values, -n, n - 1):
         _expect_error(case, x, w, n, "scatter", out_dtype, backend)
         if backend.aesara_reference:
             with pytest.raises(IndexError):
                 case.run_reference(x, w, n)
         return
     got = case.run(x, w, n)
+    values = values.astype(np.int64)
     idx = np.where(values < 0, values + n, values)
     assert_same_histogram(got, idx, weights, n, out_dtype, "scatter-add vs np.add.at")
     if backend.aesara_reference:
