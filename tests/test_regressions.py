@@ -165,3 +165,25 @@ def test_far_value_needs_no_workspace(backend, size, openmp):
     if backend.name != "cpu":
         pytest.skip("host memory check of the CPU Op")
     run_python(_NO_WORKSPACE.format(size=size, openmp=openmp) + _MEASURE, timeout=300)
+
+
+@pytest.mark.parametrize("w_dtype", ["float32", "float64"])
+@pytest.mark.parametrize("top", [1000, 60_000, 2_000_000], ids=["private", "direct", "direct-sparse"])
+def test_float_sums_are_reproducible(backend, w_dtype, top, openmp):
+    """Bincount's documented promise: for a fixed input and thread count, the
+    same result, bit for bit, on every call (float sums depend on the order
+    of the additions).  ``top`` picks the private-histogram path or the
+    direct path (more bins than a private histogram may have)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, top, size=200_000)
+    w = rng.standard_normal(200_000).astype(w_dtype)
+    fn, shared = compile_shared(
+        backend,
+        lambda x, w: [bincount(x, weights=w), at.inc_subtensor(at.zeros(top, w_dtype)[x], w)],
+        {"x": x, "w": w},
+        openmp,
+    )
+    first = [backend.to_numpy(r).copy() for r in fn()]
+    for _ in range(30):
+        for a, b in zip(fn(), first):
+            np.testing.assert_array_equal(backend.to_numpy(a), b)
