@@ -40,7 +40,9 @@
  *   copies would cost more than the counting), the threads stop and the
  *   direct path runs instead: one vectorised min/max pass over x, then the
  *   counts go straight into the exact-size output, with atomic updates when
- *   more than one thread runs.  No workspace of threads x bins is used then.
+ *   more than one thread runs (integer sums only: float sums stay on one
+ *   thread, so that their rounding is the same on every call).  No workspace
+ *   of threads x bins is used then.
  *
  * Errors are reported deterministically: on any range error a serial scan
  * finds the first offending position, which the message names.
@@ -370,7 +372,9 @@ static void APPLY_SPECIFIC(bc_merge)(BC_CTX *ctx, int nt, BC_ACC_T *out, npy_int
 }
 
 /* Direct path: count straight into the exact-size output.  The values were
- * validated by a min/max pass; `wrap` says some are negative (scatter). */
+ * validated by a min/max pass; `wrap` says some are negative (scatter).
+ * Float sums run on one thread: atomic float additions would land in an order
+ * that changes from call to call, and so would the rounded result. */
 static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, int nt, BC_ACC_T *out, int wrap)
 {
     const BC_X_T *BC_RESTRICT x = ctx->x;
@@ -379,7 +383,7 @@ static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, int nt, BC_ACC_T *out, 
     npy_intp i;
     (void)w;
     (void)wstep;
-    if (nt <= 1) {
+    if (nt <= 1 || BC_OUT_FLOAT) {
         if (wrap) {
             for (i = 0; i < size; i++) {
                 npy_intp v = (npy_intp)x[i];
