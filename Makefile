@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast bench docs sanitize clean
+.PHONY: venv demo test test-fast bench docs sanitize fuzz-long test-large clean
 
 $(STAMP): setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ test: $(STAMP)
 ## The test-suite without the slow tests.
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+## The differential fuzz tests with many examples (by hand: about an hour on 2 cores).
+fuzz-long: $(STAMP)
+	$(PY) -m pytest tests/test_fuzz.py --hypothesis-profile=long --hypothesis-show-statistics $(PYTEST_ARGS)
+
+## Only the slow tests (64-bit sizes: 4.3 GiB of memory).
+test-large: $(STAMP)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 ## The CPU tests with the C code built under AddressSanitizer and
 ## UndefinedBehaviorSanitizer (gcc's libasan and libubsan; Debian: libasan8,

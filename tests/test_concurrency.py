@@ -13,7 +13,9 @@
   forked after OpenMP ran can still call the function (GNU OpenMP's thread
   pool does not survive ``fork``).
 """
+import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -340,3 +342,47 @@ else:
         timeout=300,
     )
     assert out.stdout.split()[-2:] == ["True", "0"], out.stdout
+
+
+def _static_data(text: str):
+    """Variables that outlive a call in C text: declarations at file scope
+    (outside any braces), and ``static`` locals of functions."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"^\s*#.*(?:\\\n.*)*$", "", text, flags=re.M)  # preprocessor lines
+    found = [" ".join(m.split()) for m in re.findall(r"\bstatic\s+[^;{}()]*;", text)]
+    depth, stmt = 0, ""
+    for ch in text:
+        if ch == "{":
+            if depth == 0 and "(" in stmt:
+                stmt = ""  # a function body: its locals live in the call
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0:
+            stmt += ch
+            if ch == ";":
+                s = " ".join(stmt.split())
+                stmt = ""
+                # a function prototype or a typedef is not data
+                if s and "(" not in s and not s.startswith("typedef") and s not in found:
+                    found.append(s)
+    return found
+
+
+def test_c_sources_hold_no_mutable_static_data():
+    """The C code keeps all its state in the call (the context on the stack
+    and heap buffers freed before returning), so copies of a function, and
+    threads, share nothing through it."""
+    from aesara_bincount._c_code import c_code_dir
+
+    files = sorted(p for p in os.listdir(c_code_dir()) if p.endswith((".c", ".h")))
+    assert "bincount_cpu.c" in files
+    for name in files:
+        with open(os.path.join(c_code_dir(), name), encoding="utf-8") as fh:
+            data = [d for d in _static_data(fh.read()) if not d.startswith("static const")]
+        assert not data, f"{name}: variables that outlive a call: {data}"
+    assert _static_data(
+        "typedef struct { int a; } T;\nstatic int calls = 0;\n"
+        "int f(void) { static int n; return n; }\nstatic T t = {1};"
+    ) == ["static int calls = 0;", "static int n;", "static T t = ;"]
