@@ -17,7 +17,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 
 import aesara

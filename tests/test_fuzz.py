@@ -25,7 +25,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from aesara_bincount import reference_bincount
