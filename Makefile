@@ -39,9 +39,10 @@ test-large: $(STAMP)
 ## UndefinedBehaviorSanitizer (gcc's libasan and libubsan; Debian: libasan8,
 ## libubsan1, which come with gcc).  A compile directory of its own keeps the
 ## sanitized modules apart from the normal ones.  Python is not built with
-## ASan, so its runtime is preloaded; leak detection is off (Python keeps its
-## allocations at exit; tests/test_leaks.py covers leaks), and so are the
-## tests that measure memory or run for minutes.
+## ASan, so its runtime is preloaded.  pytest captures only Python-level
+## output, so that a report written to stderr stays visible.  Leak detection
+## is off (Python keeps its allocations at exit; tests/test_leaks.py covers
+## leaks), and so are the tests that measure memory or run for minutes.
 SAN_CXX ?= g++
 SAN_DIR := $(CURDIR)/.cache/aesara-sanitize
 SAN_LOG := $(CURDIR)/.cache/sanitize-logs
@@ -59,7 +60,7 @@ sanitize: $(STAMP)
 	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$(SAN_LOG)/ubsan:$$UBSAN_OPTIONS" \
 	AESARA_BINCOUNT_SANITIZE=1 \
 	LD_PRELOAD="$$rt" \
-	$(PY) -m pytest -p no:cacheprovider -m "not slow and not aesara_suite and not gpu" \
+	$(PY) -m pytest -p no:cacheprovider --capture=sys -m "not slow and not aesara_suite and not gpu" \
 	  --ignore=tests/test_leaks.py $(PYTEST_ARGS); \
 	status=$$?; \
 	if ls "$(SAN_LOG)"/* >/dev/null 2>&1; then \
