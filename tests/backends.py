@@ -287,9 +287,11 @@ def scatter_case(
 ) -> Case:
     """The scatter-add ``inc_subtensor(zeros(n, out_dtype)[x], w)``.
 
+    ``backend`` and ``openmp`` are as in :func:`bincount_case`; so is the
+    returned, cached :class:`Case`.
+
     Parameters
     ----------
-    backend : Backend
     x_dtype : str
         Integer dtype of the indices.
     out_dtype : str
@@ -297,13 +299,6 @@ def scatter_case(
     w_ndim : {None, 0, 1}
         ``None``: the increment is the constant 1 (a count); ``0``: one
         increment for all indices; ``1``: one per index.
-    openmp : bool
-        ``aesara.config.openmp`` at compile time (ignored on the GPU).
-
-    Returns
-    -------
-    Case
-        Cached per configuration.
     """
     openmp = bool(openmp) and backend is not GPU
 
