@@ -6,6 +6,7 @@ Importing this package registers graph rewrites: every graph that
 :class:`Bincount` Op under FAST_RUN, with no change to user code.
 ``mode.excluding("bincount")`` switches the rewrite off.
 """
+from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
 from aesara_bincount.semantics import reference_bincount
@@ -15,6 +16,9 @@ from aesara_bincount.semantics import reference_bincount
 from aesara_bincount import gpu  # noqa: E402  isort:skip
 
 __version__ = "0.1.0"
+
+# GNU OpenMP hangs in a child forked after a parallel region ran: see _openmp.py.
+register_fork_handler()
 
 __all__ = [
     "Bincount",
