@@ -369,10 +369,29 @@ def _static_data(text: str):
     return found
 
 
+#: Process-wide caches of the GPU host code, each written only under the GIL
+#: (which every call holds): the driver API table loaded once with dlopen, and
+#: the cupy module and its attributes (imported once), and
+#: the 32-byte status buffer that the single device-to-host copy of a call
+#: lands in (read before the call returns).
+GIL_GUARDED_GPU_CACHES = {
+    "bincount_cuda_driver.h": [
+        "static bc_cuda_api api;",
+        "static int loaded = 0;",
+        "static void *pinned = NULL;",
+        "static int tried = 0;",
+        "static unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];",
+    ],
+    # The cupy module and a few of its attributes, imported once.
+    "gpuarray_helper.h": ["static PyObject *cupy = NULL;"],
+}
+
+
 def test_c_sources_hold_no_mutable_static_data():
-    """The C code keeps all its state in the call (the context on the stack
+    """The CPU code keeps all its state in the call (the context on the stack
     and heap buffers freed before returning), so copies of a function, and
-    threads, share nothing through it."""
+    threads, share nothing through it; the GPU host code holds only the listed
+    caches, written under the GIL."""
     from aesara_bincount._c_code import c_code_dir
 
     files = sorted(p for p in os.listdir(c_code_dir()) if p.endswith((".c", ".h")))
@@ -380,7 +399,9 @@ def test_c_sources_hold_no_mutable_static_data():
     for name in files:
         with open(os.path.join(c_code_dir(), name), encoding="utf-8") as fh:
             data = [d for d in _static_data(fh.read()) if not d.startswith("static const")]
-        assert not data, f"{name}: variables that outlive a call: {data}"
+        assert data == GIL_GUARDED_GPU_CACHES.get(name, []), (
+            f"{name}: variables that outlive a call: {data}"
+        )
     assert _static_data(
         "typedef struct { int a; } T;\nstatic int calls = 0;\n"
         "int f(void) { static int n; return n; }\nstatic T t = {1};"
