@@ -16,7 +16,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 STATIC = os.path.join(DOCS, "_static")
-QUICK = os.path.join(ROOT, "benchmarks", "results", "cpu-quick.json")
+#: The committed CPU benchmark results (the file the plots are drawn from).
+QUICK = os.path.join(ROOT, "benchmarks", "results", "cpu-xeon-2core.json")
 
 pytestmark = pytest.mark.docs
 
