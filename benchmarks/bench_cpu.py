@@ -159,6 +159,12 @@ def run_cell(fns, extra, n, bins, dist, dtype, weighted, rng):
     return times
 
 
+def count_text(v):
+    """A size for the table: 1000000 -> "1e6", 16 -> "16"."""
+    exp = len(str(v)) - 1
+    return f"1e{exp}" if exp >= 3 and v == 10**exp else str(v)
+
+
 def fmt_ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
 
@@ -179,7 +185,7 @@ def table(rows, machine):
             return f"{t[k]:.3f}" if k in t else "-"
 
         lines.append(
-            f"| {r['n']:.0e} | {r['bins']:.0e} | {r['dist']} | {r['dtype']} | {'f64' if r['weighted'] else '-'} | "
+            f"| {count_text(r['n'])} | {count_text(r['bins'])} | {r['dist']} | {r['dtype']} | {'f64' if r['weighted'] else '-'} | "
             f"{ms('numpy')} | {ms('aesara')} | {ms('bincount_omp_off')} | {ms('bincount_omp_on')} | "
             f"{ms('numba')} | {ms('torch_1thread')} | {ms('read')} | "
             f"{fmt_ratio(t['numpy'], t['bincount_omp_off'])} | {fmt_ratio(t['numpy'], t['bincount_omp_on'])} | "
@@ -236,7 +242,19 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(HERE, "results"), help="folder for the results")
     p.add_argument("--name", default=None, help="results file stem (default cpu-<host>)")
     p.add_argument("--plot", action="store_true", help="also write the plots into docs/_static/")
+    p.add_argument(
+        "--table-from", metavar="JSON", default=None,
+        help="rewrite the .md table beside a saved .json run, without measuring",
+    )
     args = p.parse_args(argv)
+    if args.table_from:
+        with open(args.table_from) as f:
+            saved = json.load(f)
+        md = os.path.splitext(args.table_from)[0] + ".md"
+        with open(md, "w") as f:
+            f.write(f"# CPU benchmark\n\n{table(saved['rows'], saved['machine'])}")
+        print(md)
+        return
 
     rng = np.random.default_rng(1)
     sizes = [10**6] if args.quick else [10**4, 10**6, 10**7]
@@ -257,7 +275,7 @@ def main(argv=None):
         rows.append(dict(n=n, bins=bins, dist=dist, dtype=dtype, weighted=weighted, ms=times))
         t = times
         print(
-            f"[{i + 1}/{len(cells)}] N={n:.0e} bins={bins:.0e} {dist:9s} {dtype} w={int(weighted)}: "
+            f"[{i + 1}/{len(cells)}] N={count_text(n)} bins={count_text(bins)} {dist:9s} {dtype} w={int(weighted)}: "
             + " ".join(f"{k}={v:.3f}" for k, v in t.items()),
             flush=True,
         )

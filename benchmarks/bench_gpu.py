@@ -253,9 +253,9 @@ def sanitize(args):
 
 
 def _sci(n):
-    """1000000 -> "1e6"."""
-    mantissa, exponent = f"{n:.0e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
+    """1000000 -> "1e6"; a size that is not a power of ten stays whole: 16 -> "16"."""
+    exp = len(str(n)) - 1
+    return f"1e{exp}" if exp >= 3 and n == 10**exp else str(n)
 
 
 def _fmt(v, unit=""):
