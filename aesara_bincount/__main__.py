@@ -66,14 +66,34 @@ def _rows(
     return list(times.items()), ok
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an int no smaller than ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is less than {low}")
+        return value
+
+    return parse
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m aesara_bincount",
         description="Run the seed case: bincount of 1e6 int64 values in [0, 1000).",
     )
-    parser.add_argument("-n", "--size", type=int, default=1_000_000, help="elements of x")
-    parser.add_argument("--bins", type=int, default=1000, help="values are drawn from [0, bins)")
-    parser.add_argument("--repeat", type=int, default=50, help="timed calls per candidate")
+    parser.add_argument("-n", "--size", type=_at_least(1), default=1_000_000, help="elements of x (at least 1)")
+    parser.add_argument(
+        "--bins", type=_at_least(1), default=1000, help="values are drawn from [0, bins) (at least 1)"
+    )
+    parser.add_argument(
+        "--repeat", type=_at_least(0), default=50,
+        help="timed calls per candidate; 0 picks the count from a time budget",
+    )
     args = parser.parse_args(argv)
 
     import aesara

@@ -3,9 +3,10 @@ from typing import List, Optional
 
 import numpy as np
 from aesara.gradient import DisconnectedType
-from aesara.graph.basic import Apply
+from aesara.graph.basic import Apply, Constant
 from aesara.link.c.op import ExternalCOp, OpenMPOp
 from aesara.tensor.basic import as_tensor_variable, cast, constant
+from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
@@ -217,16 +218,30 @@ class Bincount(OpenMPOp, ExternalCOp):
             x, int(n), weights, mode=self.mode, out_dtype=node.outputs[0].dtype
         )
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        x, n = node.inputs[:2]
-        if self.mode == "scatter":
-            return [(n,)]
-        # max(max(x) + 1, n), written so that an empty x gives n.
-        from aesara.tensor.basic import concatenate
-        from aesara.tensor.math import max as at_max
+    def do_constant_folding(self, fgraph, node):
+        # Aesara folds a node whose inputs are all constants by running it
+        # while it compiles.  Inputs that raise (a negative value, an index
+        # out of range) would make every rewrite pass log a "Rewrite failure"
+        # traceback; such a node is left in the graph and raises when the
+        # function is called, as it does for inputs that are not constants.
+        if not all(isinstance(i, Constant) for i in node.inputs):
+            return False
+        try:
+            self.perform(node, [i.data for i in node.inputs], [[None]])
+        except (ValueError, IndexError, MemoryError):
+            return False
+        return True
 
-        tops = concatenate([cast(x, "int64") + 1, n.dimshuffle("x")])
-        return [(at_max(tops),)]
+    def infer_shape(self, fgraph, node, input_shapes):
+        if self.mode == "scatter":
+            return [(node.inputs[1],)]
+        # The bincount length depends on the data (max(x) + 1), so the shape
+        # is read off the output itself, as Aesara's own Unique does for its
+        # data-dependent outputs.  A shape graph of its own would read x a
+        # second time (and on the GPU copy it to the host), and would skip
+        # the checks: a negative value must raise even when only the length
+        # of the result is used.
+        return [(Shape_i(0)(node.outputs[0]),)]
 
     def connection_pattern(self, node):
         return [[False], [False]] + ([[True]] if len(node.inputs) > 2 else [])

@@ -1,10 +1,20 @@
 """Graph rewrites that put :class:`~aesara_bincount.op.Bincount` into graphs.
 
-Importing :mod:`aesara_bincount` registers :func:`local_bincount` in
-``optdb["specialize"]`` (position 2 of the FAST_RUN pipeline, after
-canonicalize and before fusion at 49 and the in-place rewrites at 60-75),
-under the tags ``fast_run`` and ``bincount``.  ``mode.excluding("bincount")``
-switches it off.
+Importing :mod:`aesara_bincount` registers :func:`local_bincount` twice in
+Aesara's optimizer database, under the tags ``fast_run`` and ``bincount``
+(``mode.excluding("bincount")`` switches both off):
+
+- ``pre_local_bincount``, at position 0.07: on the graph as the user built
+  it, after the first merge (0) and before ``ShapeOpt`` (0.1).  Running there
+  keeps three later passes from hiding the graph or its length:
+  ``ShapeOpt`` would take the output's length from Aesara's ``max(x) + 1``,
+  which overflows in small dtypes (int8 127 gives -128);
+  ``pre_local_IncSubtensor_serialize`` (0.99) moves the other terms of
+  ``bincount(x) + acc`` into the zeros, which then no longer match; and
+  canonicalize (1) folds ``max(x) + 1`` of a constant ``x``.
+- ``local_bincount`` in ``specialize`` (position 2, after canonicalize and
+  before fusion at 49 and the in-place rewrites at 60-75): for scatter-adds
+  whose zeros only appear in canonicalize, such as ``zeros_like(v)``.
 
 :func:`match_bincount` is the pattern matcher shared with the GPU rewrite.
 """
@@ -12,20 +22,27 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable
-from aesara.graph.rewriting.basic import copy_stack_trace, node_rewriter
+from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import Alloc, cast, constant, get_scalar_constant_value
 from aesara.tensor.elemwise import CAReduce, Elemwise
+from aesara.tensor.extra_ops import BroadcastTo
 from aesara.tensor.exceptions import NotScalarConstantError
 from aesara.tensor.math import MaxAndArgmax
+from aesara.tensor.shape import Shape_i
 from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
+from aesara.tensor.type import TensorType
 
 from aesara_bincount.op import Bincount
 from aesara_bincount.semantics import OUT_DTYPES
 
 __all__ = ["BincountMatch", "match_bincount", "local_bincount"]
+
+#: Type of a length: what ``Shape_i`` gives.
+_LENGTH_TYPE = TensorType("int64", shape=())
 
 
 @dataclass
@@ -130,18 +147,27 @@ def _bincount_minlength(length: Variable, x: Variable) -> Optional[Variable]:
     return None
 
 
+def _is_plus_zero(value) -> bool:
+    """Is the scalar constant ``value`` a zero other than -0.0?"""
+    # -0.0 is kept out: np.add.at with no increment would keep its sign.
+    return value is not None and value == 0 and not np.signbit(value)
+
+
 def _zeros_length(base: Variable) -> Optional[Variable]:
-    """The length of ``base`` if it is a 1-D array of zeros, else None."""
+    """The length of ``base`` if it is a 1-D array of zeros, else None.
+
+    ``Alloc(0, n)`` (what ``zeros`` builds), ``BroadcastTo(0, n)`` (what
+    canonicalize makes of an ``Alloc`` under an ``add``) and constants count.
+    """
     if base.type.ndim != 1:
         return None
-    if base.owner is not None and isinstance(base.owner.op, Alloc):
+    if base.owner is not None and isinstance(base.owner.op, (Alloc, BroadcastTo)):
         value, *shape = base.owner.inputs
-        if len(shape) == 1 and _constant_value(value) == 0:
+        if len(shape) == 1 and _is_plus_zero(_constant_value(value)):
             return shape[0]
         return None
     if isinstance(base, Constant):
         data = np.asarray(base.data)
-        # -0.0 is kept out: np.add.at with no increment would keep its sign.
         if data.ndim == 1 and not data.any() and not np.signbit(data).any():
             return constant(data.shape[0], dtype="int64")
     return None
@@ -200,9 +226,10 @@ def match_bincount(node) -> Optional[BincountMatch]:
 def local_bincount(fgraph, node):
     """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``.
 
-    A node rewriter on ``AdvancedIncSubtensor1``, registered in
-    ``optdb["specialize"]`` (position 2) under the tags ``fast_run`` and
-    ``bincount``.  The forms it recognises are those of
+    A node rewriter on ``AdvancedIncSubtensor1``, registered under the tags
+    ``fast_run`` and ``bincount`` in ``optdb`` at position 0.07 (as
+    ``pre_local_bincount``) and in ``optdb["specialize"]`` (position 2); the
+    module docstring says why twice.  The forms it recognises are those of
     :func:`match_bincount`; the replacement has the type of the replaced
     output (dtype and static shape), so the rest of the graph is unchanged.
     It raises nothing itself: the errors of
@@ -211,9 +238,40 @@ def local_bincount(fgraph, node):
     match = match_bincount(node)
     if match is None:
         return False
-    out = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
     old = node.outputs[0]
+    if old.type.shape[0] is not None and old.type.shape[0] < 0:
+        # Aesara computed a negative static length (max(x) + 1 of a constant
+        # x overflowed in x's dtype): no output of this type can exist, so
+        # the graph keeps Aesara's own error.
+        return False
+    counts = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
+    out = counts
     if out.type != old.type:
         out = old.type.filter_variable(out, allow_convert=True)
     copy_stack_trace(old, out)
-    return [out]
+    replacements = {}
+    length = _zeros_length(node.inputs[0])
+    if (
+        match.mode == "bincount"
+        and length.owner is not None
+        and length.type == _LENGTH_TYPE
+        and len(fgraph.clients.get(length, ())) == 1
+    ):
+        # Aesara's ShapeFeature already knows the output's length as this
+        # variable, Aesara's max(x) + 1, which overflows at the top of small
+        # dtypes and does not check for negative values.  Replacing it
+        # (while the zeros are its only client, so no expression of the
+        # user's changes) moves every shape that refers to it onto the
+        # length of the real output.
+        replacements[length] = Shape_i(0)(counts)
+    replacements[old] = out
+    return replacements
+
+
+optdb.register(
+    "pre_local_bincount",
+    in2out(local_bincount, name="pre_local_bincount"),
+    "fast_run",
+    "bincount",
+    position=0.03,
+)

@@ -182,3 +182,132 @@ def test_match_on_rewritten_canonical_graph():
     fg2 = FunctionGraph([x], [out])
     rewrite_graph(fg2, include=("fast_run",), clone=False)
     assert any(isinstance(n.op, Bincount) for n in fg2.toposort())
+
+
+# --- Graphs in which Aesara's own early passes used to hide the bincount ---
+#
+# ``pre_local_IncSubtensor_serialize`` (optdb 0.99) moves the other terms of
+# ``bincount(x) + a`` into the zeros, and ShapeOpt takes the output's length
+# from Aesara's ``max(x) + 1``; the rewrite therefore also runs at 0.03.
+
+def _sum_of_terms_cases():
+    x, y = at.lvector("x"), at.lvector("y")
+    acc, facc, w = at.lvector("acc"), at.dvector("facc"), at.dvector("w")
+    return {
+        "plus one": ([x], bincount(x) + 1, lambda xv: np.bincount(xv) + 1, 1),
+        "minus one": ([x], bincount(x) - 1, lambda xv: np.bincount(xv) - 1, 1),
+        "acc plus": (
+            [x, acc], acc + bincount(x, minlength=8),
+            lambda xv, a: a + np.bincount(xv, minlength=8), 1,
+        ),
+        "float acc plus weighted": (
+            [x, facc, w], facc + bincount(x, weights=w, minlength=8),
+            lambda xv, a, wv: a + np.bincount(xv, weights=wv, minlength=8), 1,
+        ),
+        "two bincounts": (
+            [x, y], bincount(x, minlength=8) + bincount(y, minlength=8),
+            lambda xv, yv: np.bincount(xv, minlength=8) + np.bincount(yv, minlength=8), 2,
+        ),
+        "scaled after add": ([x], (bincount(x) + 1) * 2, lambda xv: (np.bincount(xv) + 1) * 2, 1),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_sum_of_terms_cases()))
+def test_bincount_in_a_sum_is_still_rewritten(case, rng):
+    inputs, out, expected, n_ops = _sum_of_terms_cases()[case]
+    f = aesara.function(inputs, out)
+    assert len(bincount_nodes(f)) == n_ops
+    assert all(node.op.mode == "bincount" for node in bincount_nodes(f))
+    assert AdvancedIncSubtensor1 not in op_types(f)
+    args = []
+    for v in inputs:
+        if v.name in ("x", "y"):
+            args.append(rng.integers(0, 8, size=50))
+        elif v.name == "acc":
+            args.append(rng.integers(-5, 5, size=8))
+        else:
+            args.append(rng.random(8 if v.name == "facc" else 50))
+    np.testing.assert_allclose(f(*args), expected(*args), rtol=1e-12)
+    # The promised error, not Aesara's silent wrap into the top bin.
+    bad = list(args)
+    bad[0] = np.array([3, -1] + [0] * 48)
+    with pytest.raises(ValueError, match="negative value -1"):
+        f(*bad)
+
+
+def test_histogram_accumulated_in_an_update_is_rewritten(rng):
+    hist = aesara.shared(np.zeros(10, dtype="int64"), name="hist")
+    x = at.lvector("x")
+    f = aesara.function([x], [], updates={hist: hist + bincount(x, minlength=10)})
+    assert bincount_nodes(f) and AdvancedIncSubtensor1 not in op_types(f)
+    total = np.zeros(10, dtype="int64")
+    for _ in range(3):
+        xv = rng.integers(0, 10, size=100)
+        f(xv)
+        total += np.bincount(xv, minlength=10)
+    np.testing.assert_array_equal(hist.get_value(), total)
+    with pytest.raises(ValueError, match="negative"):
+        f(np.array([1, -2]))
+    np.testing.assert_array_equal(hist.get_value(), total)
+
+
+@pytest.mark.parametrize("dtype, top", [("int8", 127), ("int16", 32767), ("uint8", 255), ("uint16", 65535)])
+def test_length_of_the_result_at_the_top_of_the_dtype(dtype, top):
+    # Aesara computes max(x) + 1 in x's dtype: 127 + 1 is -128 in int8.  Every
+    # use of the result's length must see the real length, top + 1.
+    x = at.vector("x", dtype=dtype)
+    c = bincount(x)
+    f = aesara.function([x], [c.shape[0], c.size, c.mean(), at.arange(c.shape[0]) * c])
+    xv = np.array([top, 0], dtype=dtype)
+    expected = np.bincount(xv.astype(np.int64))
+    length, size, mean, weighted = f(xv)
+    assert length == size == top + 1
+    np.testing.assert_allclose(mean, expected.mean())
+    np.testing.assert_array_equal(weighted, np.arange(top + 1) * expected)
+
+
+def test_length_alone_still_checks_for_negative_values():
+    x = at.bvector("x")
+    f = aesara.function([x], bincount(x).shape[0])
+    assert f(np.array([4, 1], dtype="int8")) == 5
+    with pytest.raises(ValueError, match="negative value -1"):
+        f(np.array([-1, 0], dtype="int8"))
+
+
+def test_constant_x_is_folded_or_raises_when_called(caplog):
+    f = aesara.function([], bincount(at.constant(np.array([3, 1], dtype="int8"))))
+    assert not bincount_nodes(f)  # folded to a constant while compiling
+    np.testing.assert_array_equal(f(), [0, 1, 0, 1])
+    with caplog.at_level("ERROR"):
+        g = aesara.function([], bincount(at.constant(np.array([-1, 0, 2]))))
+    # No "Rewrite failure" tracebacks from constant folding: the node stays.
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert bincount_nodes(g)
+    with pytest.raises(ValueError, match="negative value -1"):
+        g()
+
+
+def test_negative_zero_fill_is_not_a_zeros_base():
+    # np.add.at keeps -0.0 where nothing is added; Bincount starts from +0.0.
+    i, w = at.lvector("i"), at.dvector("w")
+    f = aesara.function([i, w], advanced_inc_subtensor1(at.full((4,), -0.0), w, i))
+    assert not bincount_nodes(f)
+    iv, wv = np.array([1, 2]), np.array([-0.0, 1.0])
+    expected = np.full(4, -0.0)
+    np.add.at(expected, iv, wv)
+    got = f(iv, wv)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+def test_zeros_like_base_is_rewritten_in_specialize():
+    # zeros_like(v) becomes Alloc(0, shape) only in canonicalize: the
+    # specialize registration catches it.
+    v, w, i = at.dvector("v"), at.dvector("w"), at.lvector("i")
+    f = aesara.function([v, w, i], advanced_inc_subtensor1(at.zeros_like(v), w, i))
+    (node,) = bincount_nodes(f)
+    assert node.op.mode == "scatter"
+    vv, wv, iv = np.ones(6), np.arange(4.0), np.array([0, 5, 5, -1])
+    expected = np.zeros(6)
+    np.add.at(expected, iv, wv)
+    np.testing.assert_array_equal(f(vv, wv, iv), expected)
