@@ -74,7 +74,8 @@ def run_aesara_pytest(folder, args, tmp_path, excluding=False):
     if excluding:
         flags.append("optimizer_excluding=bincount")
     env["AESARA_FLAGS"] = ",".join(f for f in flags if f)
-    cmd = [sys.executable, "-m", "pytest", "-p", "aesara_suite_plugin", "-q",
+    # --rootdir: node ids (and so --deselect) are relative to the sdist's root.
+    cmd = [sys.executable, "-m", "pytest", "-p", "aesara_suite_plugin", "-q", "--rootdir", str(folder),
            "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", *args]
     proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
     fired = int(fired_file.read_text()) if fired_file.exists() else -1
