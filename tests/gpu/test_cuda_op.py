@@ -273,3 +273,36 @@ def test_cpu_bincount_class_is_untouched():
     f = compile_fn(bincount(aesara.shared(x_np)))
     assert any(isinstance(n.op, Bincount) for n in f.maker.fgraph.toposort())
     assert not any(isinstance(n.op, GpuBincount) for n in f.maker.fgraph.toposort())
+
+
+def test_bincount_in_a_sum_and_an_update_runs_on_the_gpu():
+    # Aesara's pre_local_IncSubtensor_serialize would fold "+ 1" and
+    # "hist +" into the zeros; the early registration gets there first.
+    x_np = np.array([3, 0, 3, 7], dtype="int32")
+    gx = gpu.shared(x_np)
+    f = compile_fn([bincount(gx) + 1, bincount(gx, minlength=10) * 2])
+    assert op_types(f).count("GpuBincount") >= 1 and "AdvancedIncSubtensor1" not in op_types(f)
+    plus, twice = f()
+    # Counts have x's dtype, as in Aesara's graph.
+    assert_matches(plus, (np.bincount(x_np) + 1).astype("int32"))
+    assert_matches(twice, (np.bincount(x_np, minlength=10) * 2).astype("int32"))
+    hist = aesara.shared(np.zeros(10, dtype="int32"))
+    g = compile_fn([], updates={hist: hist + bincount(gx, minlength=10)})
+    assert "GpuBincount" in op_types(g)
+    g()
+    g()
+    assert_matches(hist.get_value(), (2 * np.bincount(x_np, minlength=10)).astype("int32"))
+    gx.set_value(np.array([1, -4], dtype="int32"))
+    with pytest.raises(ValueError, match="negative value -4"):
+        g()
+    assert_matches(hist.get_value(), (2 * np.bincount(x_np, minlength=10)).astype("int32"))
+
+
+def test_length_of_a_gpu_bincount_at_the_top_of_int8():
+    x_np = np.array([127, 0], dtype="int8")
+    c = bincount(gpu.shared(x_np))
+    f = compile_fn([c.shape[0], c.mean()])
+    assert "GpuBincount" in op_types(f)
+    length, mean = f()
+    assert length == 128
+    assert np.isclose(mean, np.bincount(x_np).mean())
