@@ -4,14 +4,15 @@ Importing :mod:`aesara_bincount` registers :func:`local_bincount` twice in
 Aesara's optimizer database, under the tags ``fast_run`` and ``bincount``
 (``mode.excluding("bincount")`` switches both off):
 
-- ``pre_local_bincount``, at position 0.07: on the graph as the user built
-  it, after the first merge (0) and before ``ShapeOpt`` (0.1).  Running there
-  keeps three later passes from hiding the graph or its length:
-  ``ShapeOpt`` would take the output's length from Aesara's ``max(x) + 1``,
-  which overflows in small dtypes (int8 127 gives -128);
+- ``pre_local_bincount`` (:class:`BincountEarlyRewriter`), at position
+  0.03: on the graph as the user built it, after the first merge (0) and
+  before Aesara's passes that would hide the graph or its length:
   ``pre_local_IncSubtensor_serialize`` (0.99) moves the other terms of
-  ``bincount(x) + acc`` into the zeros, which then no longer match; and
-  canonicalize (1) folds ``max(x) + 1`` of a constant ``x``.
+  ``bincount(x) + acc`` into the zeros, which then no longer match;
+  canonicalize (1) folds ``max(x) + 1`` of a constant ``x``; and Aesara's
+  record of lengths (its ``ShapeFeature``) takes the output's length from
+  ``max(x) + 1``, which overflows in small dtypes (int8 127 gives -128) and
+  does not check for negative values, until the pass refreshes it.
 - ``local_bincount`` in ``specialize`` (position 2, after canonicalize and
   before fusion at 49 and the in-place rewrites at 60-75): for scatter-adds
   whose zeros only appear in canonicalize, such as ``zeros_like(v)``.
@@ -24,25 +25,21 @@ from typing import Optional
 import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable
-from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from aesara.graph.features import ReplaceValidate
+from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, node_rewriter
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import Alloc, cast, constant, get_scalar_constant_value
 from aesara.tensor.elemwise import CAReduce, Elemwise
 from aesara.tensor.extra_ops import BroadcastTo
 from aesara.tensor.exceptions import NotScalarConstantError
 from aesara.tensor.math import MaxAndArgmax
-from aesara.tensor.shape import Shape_i
 from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
-from aesara.tensor.type import TensorType
 
 from aesara_bincount.op import Bincount
 from aesara_bincount.semantics import OUT_DTYPES
 
-__all__ = ["BincountMatch", "match_bincount", "local_bincount"]
-
-#: Type of a length: what ``Shape_i`` gives.
-_LENGTH_TYPE = TensorType("int64", shape=())
+__all__ = ["BincountMatch", "match_bincount", "local_bincount", "BincountEarlyRewriter"]
 
 
 @dataclass
@@ -212,7 +209,11 @@ def match_bincount(node) -> Optional[BincountMatch]:
         weights = y if y.type.dtype == out_dtype else cast(y, out_dtype)
 
     minlength = _bincount_minlength(length, idx)
-    if minlength is not None and (counting or y.type.ndim == 1):
+    # Weights in the bincount form have one value per element of idx.  A
+    # vector of static length 1 (what canonicalize makes of fill(x, k)) is
+    # broadcast by AdvancedIncSubtensor1, which the scatter form does too.
+    per_element = y.type.ndim == 1 and y.type.shape[0] != 1
+    if minlength is not None and (counting or per_element):
         mode, n = "bincount", minlength
     else:
         mode, n = "scatter", length
@@ -227,8 +228,8 @@ def local_bincount(fgraph, node):
     """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``.
 
     A node rewriter on ``AdvancedIncSubtensor1``, registered under the tags
-    ``fast_run`` and ``bincount`` in ``optdb`` at position 0.07 (as
-    ``pre_local_bincount``) and in ``optdb["specialize"]`` (position 2); the
+    ``fast_run`` and ``bincount`` in ``optdb`` at position 0.03 (through
+    :class:`BincountEarlyRewriter`) and in ``optdb["specialize"]`` (position 2); the
     module docstring says why twice.  The forms it recognises are those of
     :func:`match_bincount`; the replacement has the type of the replaced
     output (dtype and static shape), so the rest of the graph is unchanged.
@@ -244,33 +245,52 @@ def local_bincount(fgraph, node):
         # x overflowed in x's dtype): no output of this type can exist, so
         # the graph keeps Aesara's own error.
         return False
-    counts = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
-    out = counts
+    out = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
     if out.type != old.type:
         out = old.type.filter_variable(out, allow_convert=True)
     copy_stack_trace(old, out)
-    replacements = {}
-    length = _zeros_length(node.inputs[0])
-    if (
-        match.mode == "bincount"
-        and length.owner is not None
-        and length.type == _LENGTH_TYPE
-        and len(fgraph.clients.get(length, ())) == 1
-    ):
-        # Aesara's ShapeFeature already knows the output's length as this
-        # variable, Aesara's max(x) + 1, which overflows at the top of small
-        # dtypes and does not check for negative values.  Replacing it
-        # (while the zeros are its only client, so no expression of the
-        # user's changes) moves every shape that refers to it onto the
-        # length of the real output.
-        replacements[length] = Shape_i(0)(counts)
-    replacements[old] = out
-    return replacements
+    return [out]
+
+
+class BincountEarlyRewriter(GraphRewriter):
+    """:func:`local_bincount` on the graph as the user built it (optdb 0.03).
+
+    Every ``AdvancedIncSubtensor1`` of the graph is offered to
+    :func:`local_bincount` once.  Aesara attaches its ``ShapeFeature`` before
+    the first pass runs, so it has already recorded the length of each
+    replaced output as Aesara's ``max(x) + 1``, computed in ``x``'s dtype
+    (-128 for an int8 ``x`` holding 127) and blind to negative values; and it
+    keeps such a record over the replacement's own.  When a node was
+    replaced, the feature is therefore attached afresh, so that every length
+    in the graph comes from the Ops now in it: the length of a bincount is
+    read off ``Bincount``'s output (see :meth:`Bincount.infer_shape
+    <aesara_bincount.op.Bincount.infer_shape>`).
+    """
+
+    def add_requirements(self, fgraph):
+        fgraph.attach_feature(ReplaceValidate())
+
+    def apply(self, fgraph):
+        replaced = 0
+        for node in fgraph.toposort():
+            if node not in fgraph.apply_nodes or not isinstance(node.op, AdvancedIncSubtensor1):
+                continue
+            new = local_bincount.transform(fgraph, node)
+            if new:
+                fgraph.replace_all_validate(
+                    list(zip(node.outputs, new)), reason="pre_local_bincount"
+                )
+                replaced += 1
+        shape_feature = getattr(fgraph, "shape_feature", None)
+        if replaced and shape_feature is not None:
+            fgraph.remove_feature(shape_feature)
+            fgraph.attach_feature(type(shape_feature)())
+        return replaced
 
 
 optdb.register(
     "pre_local_bincount",
-    in2out(local_bincount, name="pre_local_bincount"),
+    BincountEarlyRewriter(),
     "fast_run",
     "bincount",
     position=0.03,

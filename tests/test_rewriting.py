@@ -311,3 +311,83 @@ def test_zeros_like_base_is_rewritten_in_specialize():
     expected = np.zeros(6)
     np.add.at(expected, iv, wv)
     np.testing.assert_array_equal(f(vv, wv, iv), expected)
+
+
+def _compile_within(inputs, outputs, seconds):
+    """aesara.function, failing (not hanging) if it takes over ``seconds``."""
+    import threading
+
+    done = {}
+
+    def build():
+        try:
+            done["f"] = aesara.function(inputs, outputs)
+        except BaseException as exc:  # reported below
+            done["error"] = exc
+
+    worker = threading.Thread(target=build, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"compiling did not finish in {seconds} s")
+    if "error" in done:
+        raise done["error"]
+    return done["f"]
+
+
+def test_weights_built_from_the_same_zeros_compile_and_match(rng):
+    # The user's zeros([max(x) + 1]) merges with the zeros inside bincount;
+    # weights that read it must not make the rewrite build a cycle (this
+    # once hung the compilation).
+    x = at.lvector("x")
+    zeros = at.zeros([at.cast(x.max() + 1, "int64")], dtype="float64")
+    xv = np.array([3, 1, 3, 0, 7])
+    for weights in (zeros[x] + 1.0, at.ones_like(x, dtype="float64") * zeros.shape[0]):
+        f = _compile_within([x], bincount(x, weights=weights), seconds=120)
+        g = aesara.function([x], bincount(x, weights=weights), mode=NO_BINCOUNT)
+        np.testing.assert_array_equal(f(xv), g(xv))
+
+
+def test_length_is_right_when_the_graph_also_holds_aesaras_length():
+    # The user's own cast(max(x) + 1) is the expression Aesara's graph uses
+    # for the length; it keeps its own value, and the result's length is real.
+    b = at.bvector("b")
+    c = bincount(b)
+    users_length = at.cast(b.max() + 1, "int64")
+    f = aesara.function([b], [c, c.shape[0], users_length, at.arange(c.shape[0]) + c])
+    counts, length, theirs, summed = f(np.array([127, 0], dtype="int8"))
+    assert counts.shape == (128,) and length == 128
+    assert theirs == -128  # int8 arithmetic, as without the package
+    np.testing.assert_array_equal(summed, np.arange(128) + np.bincount([127, 0]))
+    x = at.lvector("x")
+    g = aesara.function([x], [bincount(x).shape[0], x.max() + 1])
+    with pytest.raises(ValueError, match="negative value -5"):
+        g(np.array([-5, 1]))
+
+
+def test_users_zeros_keep_aesaras_semantics():
+    b = at.bvector("b")
+    theirs = at.zeros([at.cast(b.max() + 1, "int64")], dtype="int8")
+    f = aesara.function([b], [bincount(b), theirs])
+    counts, zeros = f(np.array([3, 0], dtype="int8"))
+    np.testing.assert_array_equal(counts, [1, 0, 0, 1])
+    np.testing.assert_array_equal(zeros, np.zeros(4, dtype="int8"))
+    with pytest.raises(MemoryError):  # Aesara's own: a length of -128
+        f(np.array([127, 0], dtype="int8"))
+
+
+@pytest.mark.parametrize("form", ["scatter onto cast zeros", "bincount with fill weights"])
+def test_length_one_broadcast_weights(form):
+    # Canonicalize turns fill(x, k) into a broadcastable (1,) vector, which
+    # AdvancedIncSubtensor1 broadcasts: not one weight per element.
+    x = at.lvector("x")
+    k = at.dscalar("k")
+    if form == "scatter onto cast zeros":
+        base = at.zeros([at.cast(x.max() + 1, "int64")], dtype="float32").astype("float64")
+        out = advanced_inc_subtensor1(base, at.fill(x, k), x)
+    else:
+        out = bincount(x, weights=at.fill(x, k))
+    f = aesara.function([x, k], out)
+    assert bincount_nodes(f)
+    xv = np.array([3, 1, 3, 0, 7])
+    np.testing.assert_array_equal(f(xv, 2.5), np.bincount(xv, weights=np.full(5, 2.5)))
