@@ -2,7 +2,10 @@
 
 Importing :mod:`aesara_bincount` registers :func:`local_bincount` twice in
 Aesara's optimizer database, under the tags ``fast_run`` and ``bincount``
-(``mode.excluding("bincount")`` switches both off):
+(``mode.excluding("bincount")`` switches both off), and ``cxx_only``: like
+Aesara's other rewrites to C Ops, they stay out of the JAX and Numba modes
+and of a configuration without a C compiler (``cxx=""``), which keep
+Aesara's own graph:
 
 - ``pre_local_bincount`` (:class:`BincountEarlyRewriter`), at position
   0.03: on the graph as the user built it, after the first merge (0) and
@@ -222,7 +225,7 @@ def match_bincount(node) -> Optional[BincountMatch]:
     return BincountMatch(mode, idx, n, weights, out_dtype)
 
 
-@register_specialize("bincount", name="local_bincount")
+@register_specialize("bincount", "cxx_only", name="local_bincount")
 @node_rewriter([AdvancedIncSubtensor1])
 def local_bincount(fgraph, node):
     """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``.
@@ -293,5 +296,6 @@ optdb.register(
     BincountEarlyRewriter(),
     "fast_run",
     "bincount",
+    "cxx_only",
     position=0.03,
 )

@@ -391,3 +391,17 @@ def test_length_one_broadcast_weights(form):
     assert bincount_nodes(f)
     xv = np.array([3, 1, 3, 0, 7])
     np.testing.assert_array_equal(f(xv, 2.5), np.bincount(xv, weights=np.full(5, 2.5)))
+
+
+@pytest.mark.parametrize("include", [("fast_run", "jax"), ("fast_run",)])
+def test_rewrites_are_cxx_only(include):
+    # The JAX and Numba modes, and FAST_RUN without a C compiler, exclude
+    # "cxx_only": they keep Aesara's graph, which they know how to run.
+    x = at.lvector("x")
+    fg = FunctionGraph([x], [bincount(x) + 1], clone=True)
+    rewrite_graph(fg, include=include, exclude=("cxx_only", "BlasOpt"), clone=False)
+    ops = [type(n.op) for n in fg.toposort()]
+    assert Bincount not in ops and AdvancedIncSubtensor1 in ops
+    control = FunctionGraph([x], [bincount(x) + 1], clone=True)
+    rewrite_graph(control, include=include, exclude=("BlasOpt",), clone=False)
+    assert Bincount in [type(n.op) for n in control.toposort()]

@@ -12,7 +12,7 @@ call (``GpuFromHost``).  The output type is unchanged, and the host-side
 It is registered once, in ``optdb`` at position 48.5 (after ``specialize``,
 where ``local_bincount`` runs, and before the merge at 49 and the in-place
 rewrites; Theano's GPU rewrites sat at the same place), with the tags
-``fast_run``, ``bincount`` and ``gpu_bincount``: ``mode.excluding("bincount")``
+``fast_run``, ``bincount``, ``gpu_bincount`` and ``cxx_only`` (``GpuBincount`` is a C Op): ``mode.excluding("bincount")``
 turns off both rewrites, ``mode.excluding("gpu_bincount")`` keeps the CPU
 ``Bincount`` (with a transfer of x to the host).
 """
@@ -73,5 +73,6 @@ optdb.register(
     "fast_run",
     "bincount",
     "gpu_bincount",
+    "cxx_only",
     position=48.5,
 )
