@@ -169,6 +169,7 @@ def test_max_of_another_variable_is_scatter_not_bincount():
     np.testing.assert_array_equal(f(np.array([-1, 0]), np.array([2])), [1, 0, 1])
 
 
+@pytest.mark.filterwarnings("ignore:A Supervisor feature is missing")
 def test_match_on_rewritten_canonical_graph():
     """match_bincount sees the graph as it stands in specialize (MaxAndArgmax)."""
     x = at.ivector("x")
@@ -393,6 +394,7 @@ def test_length_one_broadcast_weights(form):
     np.testing.assert_array_equal(f(xv, 2.5), np.bincount(xv, weights=np.full(5, 2.5)))
 
 
+@pytest.mark.filterwarnings("ignore:A Supervisor feature is missing")
 @pytest.mark.parametrize("include", [("fast_run", "jax"), ("fast_run",)])
 def test_rewrites_are_cxx_only(include):
     # The JAX and Numba modes, and FAST_RUN without a C compiler, exclude
