@@ -98,7 +98,8 @@ test-large: $(STAMP)
 ## ASan, so its runtime is preloaded.  pytest captures only Python-level
 ## output, so that a report written to stderr stays visible.  Leak detection
 ## is off (Python keeps its allocations at exit; tests/test_leaks.py covers
-## leaks), and so are the tests that measure memory or run for minutes.
+## leaks), and so are the tests that measure memory or run for minutes, and
+## the docs build (matplotlib's C++ exceptions abort under a preloaded ASan).
 SAN_CXX ?= g++
 SAN_DIR := $(CURDIR)/.cache/aesara-sanitize
 SAN_LOG := $(CURDIR)/.cache/sanitize-logs
@@ -116,7 +117,7 @@ sanitize: $(STAMP)
 	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$(SAN_LOG)/ubsan:$$UBSAN_OPTIONS" \
 	AESARA_BINCOUNT_SANITIZE=1 \
 	LD_PRELOAD="$$rt" \
-	$(PY) -m pytest -p no:cacheprovider --capture=sys -m "not slow and not aesara_suite and not gpu" \
+	$(PY) -m pytest -p no:cacheprovider --capture=sys -m "not slow and not aesara_suite and not gpu and not docs" \
 	  --ignore=tests/test_leaks.py $(PYTEST_ARGS); \
 	status=$$?; \
 	if ls "$(SAN_LOG)"/* >/dev/null 2>&1; then \
