@@ -171,3 +171,19 @@ def test_load_error_names_what_to_install(monkeypatch):
     monkeypatch.setattr(nvrtc, "candidates", lambda: ["/nonexistent/libnvrtc.so.12"])
     with pytest.raises(nvrtc.NvrtcError, match="nvidia-cuda-nvrtc-cu12"):
         nvrtc.load()
+
+
+def test_builtins_library_is_loaded_with_nvrtc(nvrtc_lib):
+    # NVRTC finds libnvrtc-builtins through its own RUNPATH, which a dlopen
+    # under AddressSanitizer (make sanitize) loses; loading NVRTC loads it too.
+    import subprocess
+    import sys
+
+    if not os.path.dirname(nvrtc_lib.path):
+        pytest.skip("NVRTC was loaded by name, from the loader's own path")
+    code = (
+        "from aesara_bincount.gpu import nvrtc; nvrtc.load(); "
+        "print(any('libnvrtc-builtins' in line for line in open('/proc/self/maps')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().endswith("True"), out.stdout + out.stderr

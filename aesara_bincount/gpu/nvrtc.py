@@ -136,6 +136,23 @@ class Nvrtc:
         major, minor = ctypes.c_int(), ctypes.c_int()
         self._check(lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
         self.version: Tuple[int, int] = (major.value, minor.value)
+        self._preload_builtins()
+
+    def _preload_builtins(self) -> None:
+        # NVRTC opens libnvrtc-builtins.so.MAJOR.MINOR at its first compile,
+        # found through its own RUNPATH.  A dlopen reached another way loses
+        # that (AddressSanitizer's dlopen interceptor does, for one), so the
+        # library beside this one is loaded here, by path: NVRTC's own
+        # dlopen then finds it already loaded.
+        folder = os.path.dirname(self.path)
+        if not folder:
+            return
+        builtins = os.path.join(folder, "libnvrtc-builtins.so.%d.%d" % self.version)
+        if os.path.exists(builtins):
+            try:
+                ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                pass  # NVRTC will report it, with its own message, if it matters
 
     def _check(self, status: int, what: str) -> None:
         if status != 0:
