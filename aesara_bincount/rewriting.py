@@ -28,8 +28,7 @@ from typing import Optional
 import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable
-from aesara.graph.features import ReplaceValidate
-from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, node_rewriter
+from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, in2out, node_rewriter
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import Alloc, cast, constant, get_scalar_constant_value
 from aesara.tensor.elemwise import CAReduce, Elemwise
@@ -258,9 +257,9 @@ def local_bincount(fgraph, node):
 class BincountEarlyRewriter(GraphRewriter):
     """:func:`local_bincount` on the graph as the user built it (optdb 0.03).
 
-    Every ``AdvancedIncSubtensor1`` of the graph is offered to
-    :func:`local_bincount` once.  Aesara attaches its ``ShapeFeature`` before
-    the first pass runs, so it has already recorded the length of each
+    It walks the graph with :func:`local_bincount` (Aesara's ``in2out``).
+    Aesara attaches its ``ShapeFeature`` before the first pass runs, so it
+    has already recorded the length of each
     replaced output as Aesara's ``max(x) + 1``, computed in ``x``'s dtype
     (-128 for an int8 ``x`` holding 127) and blind to negative values; and it
     keeps such a record over the replacement's own.  When a node was
@@ -270,20 +269,16 @@ class BincountEarlyRewriter(GraphRewriter):
     <aesara_bincount.op.Bincount.infer_shape>`).
     """
 
+    def __init__(self):
+        super().__init__()
+        # Aesara's own walk: topological order, failures logged, not raised.
+        self._walk = in2out(local_bincount, name="pre_local_bincount")
+
     def add_requirements(self, fgraph):
-        fgraph.attach_feature(ReplaceValidate())
+        self._walk.add_requirements(fgraph)
 
     def apply(self, fgraph):
-        replaced = 0
-        for node in fgraph.toposort():
-            if node not in fgraph.apply_nodes or not isinstance(node.op, AdvancedIncSubtensor1):
-                continue
-            new = local_bincount.transform(fgraph, node)
-            if new:
-                fgraph.replace_all_validate(
-                    list(zip(node.outputs, new)), reason="pre_local_bincount"
-                )
-                replaced += 1
+        replaced = self._walk.apply(fgraph)[1]  # the walk's profile: (rewriter, count, ...)
         shape_feature = getattr(fgraph, "shape_feature", None)
         if replaced and shape_feature is not None:
             fgraph.remove_feature(shape_feature)

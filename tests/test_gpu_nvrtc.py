@@ -14,6 +14,8 @@ import pytest
 from aesara_bincount import _c_code
 from aesara_bincount.gpu import kernels, nvrtc
 
+from procs import run_python
+
 ARCHS = (75, 80, 90)
 X_DTYPES = tuple(d for d in kernels.DTYPES if not d.startswith("float"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -176,14 +178,11 @@ def test_load_error_names_what_to_install(monkeypatch):
 def test_builtins_library_is_loaded_with_nvrtc(nvrtc_lib):
     # NVRTC finds libnvrtc-builtins through its own RUNPATH, which a dlopen
     # under AddressSanitizer (make sanitize) loses; loading NVRTC loads it too.
-    import subprocess
-    import sys
-
     if not os.path.dirname(nvrtc_lib.path):
         pytest.skip("NVRTC was loaded by name, from the loader's own path")
-    code = (
+    out = run_python(
         "from aesara_bincount.gpu import nvrtc; nvrtc.load(); "
-        "print(any('libnvrtc-builtins' in line for line in open('/proc/self/maps')))"
+        "print(any('libnvrtc-builtins' in line for line in open('/proc/self/maps')))",
+        timeout=120,
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().endswith("True"), out.stdout + out.stderr
