@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 import aesara  # noqa: E402
 from aesara.compile.mode import get_default_mode  # noqa: E402
@@ -43,6 +44,7 @@ from aesara.tensor.extra_ops import bincount  # noqa: E402
 import aesara_bincount  # noqa: E402
 from aesara_bincount import Bincount  # noqa: E402
 from aesara_bincount._timing import interleaved_medians  # noqa: E402
+from sizes import size_text  # noqa: E402
 
 IMPLS = ["numpy", "aesara", "bincount_omp_off", "bincount_omp_on", "numba", "torch_1thread", "read"]
 
@@ -159,12 +161,6 @@ def run_cell(fns, extra, n, bins, dist, dtype, weighted, rng):
     return times
 
 
-def count_text(v):
-    """A size for the table: 1000000 -> "1e6", 16 -> "16"."""
-    exp = len(str(v)) - 1
-    return f"1e{exp}" if exp >= 3 and v == 10**exp else str(v)
-
-
 def fmt_ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
 
@@ -185,7 +181,7 @@ def table(rows, machine):
             return f"{t[k]:.3f}" if k in t else "-"
 
         lines.append(
-            f"| {count_text(r['n'])} | {count_text(r['bins'])} | {r['dist']} | {r['dtype']} | {'f64' if r['weighted'] else '-'} | "
+            f"| {size_text(r['n'])} | {size_text(r['bins'])} | {r['dist']} | {r['dtype']} | {'f64' if r['weighted'] else '-'} | "
             f"{ms('numpy')} | {ms('aesara')} | {ms('bincount_omp_off')} | {ms('bincount_omp_on')} | "
             f"{ms('numba')} | {ms('torch_1thread')} | {ms('read')} | "
             f"{fmt_ratio(t['numpy'], t['bincount_omp_off'])} | {fmt_ratio(t['numpy'], t['bincount_omp_on'])} | "
@@ -275,7 +271,7 @@ def main(argv=None):
         rows.append(dict(n=n, bins=bins, dist=dist, dtype=dtype, weighted=weighted, ms=times))
         t = times
         print(
-            f"[{i + 1}/{len(cells)}] N={count_text(n)} bins={count_text(bins)} {dist:9s} {dtype} w={int(weighted)}: "
+            f"[{i + 1}/{len(cells)}] N={size_text(n)} bins={size_text(bins)} {dist:9s} {dtype} w={int(weighted)}: "
             + " ".join(f"{k}={v:.3f}" for k, v in t.items()),
             flush=True,
         )
@@ -289,7 +285,6 @@ def main(argv=None):
     print()
     print(text)
     if args.plot:
-        sys.path.insert(0, HERE)
         import plot  # noqa: E402
 
         plot.main([os.path.join(args.out, stem + ".json")])

@@ -38,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import kernel_layer  # noqa: E402
+from sizes import size_text  # noqa: E402
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -252,12 +253,6 @@ def sanitize(args):
 # ---------------------------------------------------------------------------
 
 
-def _sci(n):
-    """1000000 -> "1e6"; a size that is not a power of ten stays whole: 16 -> "16"."""
-    exp = len(str(n)) - 1
-    return f"1e{exp}" if exp >= 3 and n == 10**exp else str(n)
-
-
 def _fmt(v, unit=""):
     if v is None:
         return "-"
@@ -304,9 +299,9 @@ def render(runs):
         ratio = r["kernel_ms"] / r["floor_ms"] if r.get("kernel_ms") and r.get("floor_ms") else None
         vs_cupy = r["cupy_ms"] / call if call and r.get("cupy_ms") else None
         vs_torch = r["torch_ms"] / call if call and r.get("torch_ms") else None
-        label = _sci(key[0]) + (" (seed)" if r.get("seed") else "")
+        label = size_text(key[0]) + (" (seed)" if r.get("seed") else "")
         lines.append(
-            f"| {label} | {_sci(key[1])} | {key[2]} | {key[3]} | {_fmt(r.get('kernel_ms'))} | {_fmt(call)} "
+            f"| {label} | {size_text(key[1])} | {key[2]} | {key[3]} | {_fmt(r.get('kernel_ms'))} | {_fmt(call)} "
             f"| {_fmt(r.get('aesara_ms'))} | {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} "
             f"| {_fmt(r.get('numpy_ms'))} | {_fmt(r.get('floor_ms'))} | {_fmt(ratio, 'x')} "
             f"| {_fmt(vs_cupy, 'x')} | {_fmt(vs_torch, 'x')} | {'yes' if r.get('correct') else 'NO'} |"
