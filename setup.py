@@ -1,7 +1,9 @@
 """Packaging for aesara_bincount (no build step: Aesara compiles the C at run time).
 
-The C and CUDA sources in ``c_code/`` ship inside the package as
-``aesara_bincount/c_code/``.
+Two top-level packages: ``aesara_bincount`` (importing it registers the
+rewrites) and ``aesara_bincount_core`` (the Ops, types and GPU kernel layer,
+which register nothing).  The C and CUDA sources in ``c_code/`` ship inside
+the latter as ``aesara_bincount_core/c_code/``.
 """
 from setuptools import setup
 
@@ -13,9 +15,16 @@ setup(
     long_description_content_type="text/x-rst",
     license="BSD-3-Clause",
     python_requires=">=3.11",
-    packages=["aesara_bincount", "aesara_bincount.gpu", "aesara_bincount.c_code"],
-    package_dir={"aesara_bincount.c_code": "c_code"},
-    package_data={"aesara_bincount.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
+    packages=[
+        "aesara_bincount",
+        "aesara_bincount.gpu",
+        "aesara_bincount_core",
+        "aesara_bincount_core.cuda",
+        "aesara_bincount_core.gpu",
+        "aesara_bincount_core.c_code",
+    ],
+    package_dir={"aesara_bincount_core.c_code": "c_code"},
+    package_data={"aesara_bincount_core.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
     install_requires=[
         "aesara>=2.9,<2.10",
         "numpy>=1.21,<2",

@@ -7,9 +7,9 @@ Importing this package registers graph rewrites: every graph that
 ``mode.excluding("bincount")`` switches the rewrite off.
 """
 from aesara_bincount._openmp import register_fork_handler
-from aesara_bincount.op import Bincount, bincount
+from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
-from aesara_bincount.semantics import reference_bincount
+from aesara_bincount_core.semantics import reference_bincount
 
 # The GPU part registers the shared constructor for CuPy arrays and the GPU
 # rewrite; it imports no CuPy (see aesara_bincount.gpu).

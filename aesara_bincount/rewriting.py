@@ -1,4 +1,4 @@
-"""Graph rewrites that put :class:`~aesara_bincount.op.Bincount` into graphs.
+"""Graph rewrites that put :class:`~aesara_bincount_core.op.Bincount` into graphs.
 
 Importing :mod:`aesara_bincount` registers :func:`local_bincount` twice in
 Aesara's optimizer database, under the tags ``fast_run`` and ``bincount``
@@ -38,8 +38,8 @@ from aesara.tensor.math import MaxAndArgmax
 from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
-from aesara_bincount.op import Bincount
-from aesara_bincount.semantics import OUT_DTYPES
+from aesara_bincount_core.op import Bincount
+from aesara_bincount_core.semantics import OUT_DTYPES
 
 __all__ = ["BincountMatch", "match_bincount", "local_bincount", "BincountEarlyRewriter"]
 
@@ -177,7 +177,7 @@ def match_bincount(node) -> Optional[BincountMatch]:
 
     Matches ``AdvancedIncSubtensor1{inc}(base, y, idx)`` where ``base`` is a
     1-D array of zeros (``Alloc(0, n)`` or a constant), ``y`` has at most one
-    dimension and the output dtype is one of :data:`~aesara_bincount.semantics.OUT_DTYPES`.
+    dimension and the output dtype is one of :data:`~aesara_bincount_core.semantics.OUT_DTYPES`.
     It is the bincount form when ``n`` is ``cast(max(idx) + 1)``, possibly
     under ``maximum(., minlength)``, and ``y`` is the constant 1 or a vector:
     the graph of :func:`aesara.tensor.extra_ops.bincount` as it stands in
@@ -192,7 +192,7 @@ def match_bincount(node) -> Optional[BincountMatch]:
     -------
     BincountMatch or None
         What the node computes, or None when it is not a scatter-add onto
-        zeros that :class:`~aesara_bincount.op.Bincount` can replace.
+        zeros that :class:`~aesara_bincount_core.op.Bincount` can replace.
     """
     if not isinstance(node.op, AdvancedIncSubtensor1) or node.op.set_instead_of_inc:
         return None
@@ -236,7 +236,7 @@ def local_bincount(fgraph, node):
     :func:`match_bincount`; the replacement has the type of the replaced
     output (dtype and static shape), so the rest of the graph is unchanged.
     It raises nothing itself: the errors of
-    :class:`~aesara_bincount.op.Bincount` come when the function runs.
+    :class:`~aesara_bincount_core.op.Bincount` come when the function runs.
     """
     match = match_bincount(node)
     if match is None:
@@ -266,7 +266,7 @@ class BincountEarlyRewriter(GraphRewriter):
     replaced, the feature is therefore attached afresh, so that every length
     in the graph comes from the Ops now in it: the length of a bincount is
     read off ``Bincount``'s output (see :meth:`Bincount.infer_shape
-    <aesara_bincount.op.Bincount.infer_shape>`).
+    <aesara_bincount_core.op.Bincount.infer_shape>`).
     """
 
     def __init__(self):

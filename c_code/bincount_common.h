@@ -3,7 +3,7 @@
  * and the GPU Op's host code: the error messages, and a guarded allocation of
  * the output histogram.
  *
- * The message formats below are also read by aesara_bincount/_c_code.py, so
+ * The message formats below are also read by aesara_bincount_core/_c_code.py, so
  * the Python reference implementation (Op.perform) and the C code raise the
  * very same text.  Keep one message per #define, on one line.
  *

@@ -2,7 +2,7 @@
  * bincount_cuda.h -- definitions shared by the CUDA kernels
  * (bincount_cuda_kernel.cu), the host C code of the GpuBincount Op
  * (bincount_cuda_host.c) and the Python kernel layer
- * (aesara_bincount/gpu/kernels.py, which reads the BC_CUDA_* numbers below
+ * (aesara_bincount_core/cuda/kernels.py, which reads the BC_CUDA_* numbers below
  * from this file, so that both launchers use the same values).
  *
  * Valid C99, C++ and CUDA on its own; it includes nothing, because NVRTC has

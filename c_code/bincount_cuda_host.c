@@ -13,7 +13,7 @@
  * *out is left as it was and no input is written.
  *
  * The kernels (bincount_cuda_kernel.cu) are compiled with NVRTC and loaded
- * by the Python kernel layer (aesara_bincount/gpu/kernels.py): the first
+ * by the Python kernel layer (aesara_bincount_core/cuda/kernels.py): the first
  * call in a CUDA context asks it, through the Python C API, for the
  * CUfunction handles and the device's figures, and keeps them.  Launches
  * then go straight through the CUDA driver API (bincount_cuda_driver.h),
@@ -107,7 +107,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api,
         return -1;
     if (ctx != NULL && ctx == st->context)
         return 0;
-    module = PyImport_ImportModule("aesara_bincount.gpu.kernels");
+    module = PyImport_ImportModule("aesara_bincount_core.cuda.kernels");
     if (module == NULL)
         return -1;
     res = PyObject_CallMethod(module, "c_kernel_handles", "sss", BC_X_DTYPE_NAME, BC_HIST_KERNEL,

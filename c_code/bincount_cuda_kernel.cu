@@ -1,7 +1,7 @@
 /*
  * bincount_cuda_kernel.cu -- the CUDA kernels of aesara_bincount.GpuBincount.
  *
- * Compiled at run time with NVRTC (aesara_bincount/gpu/nvrtc.py), with the
+ * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), with the
  * folder of this file on the include path.  Valid CUDA C++17 on its own: with
  * no -D option it instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_*
  * code of bincount_cuda.h) keeps only those for one dtype of x, which is how

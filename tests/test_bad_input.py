@@ -18,7 +18,7 @@ from aesara.tensor.extra_ops import bincount
 
 import aesara_bincount
 from aesara_bincount import Bincount, reference_bincount
-from aesara_bincount._c_code import messages
+from aesara_bincount_core._c_code import messages
 from backends import BACKENDS, as_view, compile_shared
 
 SIGNED = ("int8", "int16", "int32", "int64")

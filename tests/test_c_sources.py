@@ -9,7 +9,8 @@ import sysconfig
 import numpy as np
 import pytest
 
-from aesara_bincount import Bincount, _c_code
+from aesara_bincount import Bincount
+from aesara_bincount_core import _c_code
 
 C_DIR = _c_code.c_code_dir()
 C_FILES = sorted(glob.glob(os.path.join(C_DIR, "*.c")) + glob.glob(os.path.join(C_DIR, "*.h")))

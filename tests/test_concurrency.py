@@ -392,7 +392,7 @@ def test_c_sources_hold_no_mutable_static_data():
     and heap buffers freed before returning), so copies of a function, and
     threads, share nothing through it; the GPU host code holds only the listed
     caches, written under the GIL."""
-    from aesara_bincount._c_code import c_code_dir
+    from aesara_bincount_core._c_code import c_code_dir
 
     files = sorted(p for p in os.listdir(c_code_dir()) if p.endswith((".c", ".h")))
     assert "bincount_cpu.c" in files

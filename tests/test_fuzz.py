@@ -29,7 +29,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from aesara_bincount import reference_bincount
-from aesara_bincount.semantics import INDEX_DTYPES, OUT_DTYPES
+from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
 from backends import BACKENDS, bincount_case, scatter_case
 from expect import assert_same_histogram
 

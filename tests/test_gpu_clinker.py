@@ -29,7 +29,7 @@ def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
 
 
 def test_cache_version_covers_every_source(monkeypatch):
-    from aesara_bincount import _c_code
+    from aesara_bincount_core import _c_code
 
     op = GpuBincount()
     version = op.c_code_cache_version()

@@ -22,7 +22,7 @@ ROOT = emu.ROOT
 
 
 def _nvrtc_missing():
-    from aesara_bincount.gpu import nvrtc
+    from aesara_bincount_core.cuda import nvrtc
 
     try:
         nvrtc.load()

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from aesara_bincount import _c_code
-from aesara_bincount.gpu import kernels, nvrtc
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda import kernels, nvrtc
 
 from procs import run_python
 
@@ -181,7 +181,7 @@ def test_builtins_library_is_loaded_with_nvrtc(nvrtc_lib):
     if not os.path.dirname(nvrtc_lib.path):
         pytest.skip("NVRTC was loaded by name, from the loader's own path")
     out = run_python(
-        "from aesara_bincount.gpu import nvrtc; nvrtc.load(); "
+        "from aesara_bincount_core.cuda import nvrtc; nvrtc.load(); "
         "print(any('libnvrtc-builtins' in line for line in open('/proc/self/maps')))",
         timeout=120,
     )

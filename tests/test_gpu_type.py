@@ -26,7 +26,7 @@ from aesara_bincount.gpu import (
     gpu_from_host,
     host_from_gpu,
 )
-from aesara_bincount.gpu.type import CupyArray
+from aesara_bincount_core.gpu.type import CupyArray
 
 FAKECUPY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_emu", "fakecupy", "cupy", "__init__.py")
 

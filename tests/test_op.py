@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import aesara_bincount  # noqa: F401  (registers the rewrite)
 from aesara_bincount import Bincount, bincount, reference_bincount
-from aesara_bincount.semantics import INDEX_DTYPES as INT_DTYPES
+from aesara_bincount_core.semantics import INDEX_DTYPES as INT_DTYPES
 
 FAST_RUN = get_default_mode()
 PY_MODE = aesara.compile.mode.Mode(linker="py", optimizer="fast_run")

@@ -33,7 +33,7 @@ def test_wheel_installs_and_compiles_outside_the_checkout(tmp_path):
     (wheel,) = dist.glob("aesara_bincount-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for source in ("bincount_common.h", "bincount_cpu.c"):
-        assert f"aesara_bincount/c_code/{source}" in names, names
+        assert f"aesara_bincount_core/c_code/{source}" in names, names
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

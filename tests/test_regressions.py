@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from aesara.tensor.extra_ops import bincount
 
-from aesara_bincount._c_code import messages
+from aesara_bincount_core._c_code import messages
 from backends import BACKENDS, compile_shared
 from procs import run_python
 

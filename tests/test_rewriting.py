@@ -13,7 +13,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1, advanced_inc_subtenso
 
 import aesara_bincount  # noqa: F401
 from aesara_bincount import Bincount, match_bincount
-from aesara_bincount._c_code import messages
+from aesara_bincount_core._c_code import messages
 
 from procs import run_python
 

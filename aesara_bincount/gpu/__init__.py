@@ -15,7 +15,7 @@ aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
 GPU part with ``pip install "aesara-bincount[cuda12]"`` (CuPy 13 for CUDA 12
 and NVRTC 12); :func:`is_available` says whether a usable GPU is there.
 
-The kernel layer (:mod:`aesara_bincount.gpu.kernels`, :mod:`~.nvrtc`,
+The kernel layer (:mod:`aesara_bincount_core.cuda.kernels`, :mod:`~.nvrtc`,
 :mod:`~.driver`) imports neither Aesara nor CuPy at import time.
 """
 from typing import Callable, Dict, Optional
@@ -23,11 +23,11 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 from aesara_bincount.gpu import rewriting
-from aesara_bincount.gpu.basic_ops import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
-from aesara_bincount.gpu.kernels import GpuUnavailableError, bincount_cupy, is_available
-from aesara_bincount.gpu.op import GpuBincount, gpu_bincount
+from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
+from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
+from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount
-from aesara_bincount.gpu.type import (
+from aesara_bincount_core.gpu.type import (
     GpuArrayConstant,
     GpuArraySharedVariable,
     GpuArrayType,

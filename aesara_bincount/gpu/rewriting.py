@@ -20,9 +20,9 @@ from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
 
-from aesara_bincount.gpu.basic_ops import HostFromGpu, gpu_from_host, host_from_gpu
-from aesara_bincount.gpu.op import GpuBincount
-from aesara_bincount.op import Bincount
+from aesara_bincount_core.gpu.transfer import HostFromGpu, gpu_from_host, host_from_gpu
+from aesara_bincount_core.gpu.op import GpuBincount
+from aesara_bincount_core.op import Bincount
 
 __all__ = ["local_gpu_bincount"]
 

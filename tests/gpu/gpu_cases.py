@@ -39,8 +39,8 @@ def cupy():
 
 
 def reference(x, weights=None, n=0, mode="bincount", out_dtype=None):
-    """The NumPy reference (``aesara_bincount.semantics.reference_bincount``)."""
-    from aesara_bincount.semantics import reference_bincount
+    """The NumPy reference (``aesara_bincount_core.semantics.reference_bincount``)."""
+    from aesara_bincount_core.semantics import reference_bincount
 
     return reference_bincount(x, n, weights, mode=mode, out_dtype=out_dtype)
 

@@ -33,7 +33,8 @@ from aesara.tensor.subtensor import advanced_inc_subtensor1  # noqa: E402
 import aesara_bincount  # noqa: E402,F401
 from aesara_bincount import Bincount  # noqa: E402
 from aesara_bincount import gpu  # noqa: E402
-from aesara_bincount.gpu import GpuBincount, kernels  # noqa: E402
+from aesara_bincount.gpu import GpuBincount  # noqa: E402
+from aesara_bincount_core.cuda import kernels  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 

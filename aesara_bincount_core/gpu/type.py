@@ -3,7 +3,7 @@
 :class:`GpuArrayType` is the :class:`~aesara.tensor.type.TensorType` of the
 GPU: a dtype and a static shape.  Its variables behave like tensors in
 expressions (``x.max()``, ``x + 1``, ``bincount(x)``): converting one to a
-tensor inserts a :class:`~aesara_bincount.gpu.basic_ops.HostFromGpu`
+tensor inserts a :class:`~aesara_bincount_core.gpu.transfer.HostFromGpu`
 transfer, and the GPU rewrite removes the transfer again where a GPU Op can
 take the GPU value.
 
@@ -27,7 +27,7 @@ from aesara.tensor import _as_tensor_variable
 from aesara.tensor.type import TensorType, dtype_specs_map
 from aesara.tensor.var import _tensor_py_operators
 
-from aesara_bincount import _c_code
+from aesara_bincount_core import _c_code
 
 __all__ = [
     "CupyArray",
@@ -242,7 +242,7 @@ class GpuArrayType(CType, HasDataType, HasShape):
             and var.type.dtype == self.dtype
             and var.type.ndim == self.ndim
         ):
-            from aesara_bincount.gpu.basic_ops import gpu_from_host
+            from aesara_bincount_core.gpu.transfer import gpu_from_host
 
             moved = gpu_from_host(var)
             if self.is_super(moved.type):
@@ -318,7 +318,7 @@ class _gpu_py_operators(_tensor_py_operators):
         if target == "gpu":
             return self
         if target == "cpu":
-            from aesara_bincount.gpu.basic_ops import host_from_gpu
+            from aesara_bincount_core.gpu.transfer import host_from_gpu
 
             return host_from_gpu(self)
         raise ValueError(f"unknown transfer target {target!r}; expected 'cpu' or 'gpu'")
@@ -460,7 +460,7 @@ def _as_tensor_gpu_variable(x, name, ndim, **kwargs):
     """A GPU variable used as a tensor: move it to the host."""
     from aesara.tensor.basic import as_tensor_variable
 
-    from aesara_bincount.gpu.basic_ops import host_from_gpu
+    from aesara_bincount_core.gpu.transfer import host_from_gpu
 
     return as_tensor_variable(host_from_gpu(x), name=name, ndim=ndim, **kwargs)
 

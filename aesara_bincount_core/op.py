@@ -10,8 +10,8 @@ from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
-from aesara_bincount import _c_code
-from aesara_bincount.semantics import (
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
     MODES,
     OUT_DTYPES,

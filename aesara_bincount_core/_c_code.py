@@ -1,7 +1,7 @@
 """Where the C and CUDA sources live, and what is read from them.
 
 The sources sit in ``c_code/`` at the repository root.  A wheel ships them as
-``aesara_bincount/c_code/`` (see ``setup.py``); a source checkout or an
+``aesara_bincount_core/c_code/`` (see ``setup.py``); a source checkout or an
 editable install finds them beside the package.  This module is the only
 place that knows that.
 """

@@ -4,8 +4,8 @@
 on CuPy arrays, with the semantics and error messages of the CPU
 :class:`~aesara_bincount.Bincount` Op.  This module imports no Aesara and no
 CuPy at import time (CuPy is imported on first use); it works with NumPy 1 +
-CuPy 13 and with NumPy 2 + CuPy 14.  On a Python where Aesara cannot be
-imported, load it with ``benchmarks/kernel_layer.py``.
+CuPy 13 and with NumPy 2 + CuPy 14, so a plain ``import
+aesara_bincount_core.cuda.kernels`` works where Aesara cannot be imported.
 
 How a call runs (the launch strategy)
 -------------------------------------
@@ -53,10 +53,10 @@ from typing import Dict, Optional, Tuple
 
 import numpy
 
-from aesara_bincount import _c_code
-from aesara_bincount.gpu import driver as _driver_mod
-from aesara_bincount.gpu import nvrtc
-from aesara_bincount.semantics import INDEX_DTYPES, MODES, OUT_DTYPES
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda import driver as _driver_mod
+from aesara_bincount_core.cuda import nvrtc
+from aesara_bincount_core.semantics import INDEX_DTYPES, MODES, OUT_DTYPES
 
 __all__ = [
     "KERNEL_SOURCE",

@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from aesara_bincount._c_code import messages
+from aesara_bincount_core._c_code import messages
 
 __all__ = [
     "INDEX_DTYPES",

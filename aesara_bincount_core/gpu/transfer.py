@@ -4,7 +4,7 @@ from aesara.graph.op import Op
 from aesara.tensor.basic import as_tensor_variable
 from aesara.tensor.type import TensorType
 
-from aesara_bincount.gpu.type import GpuArrayType, cupy_module
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 
 __all__ = ["HostFromGpu", "GpuFromHost", "host_from_gpu", "gpu_from_host"]
 

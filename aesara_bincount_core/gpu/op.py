@@ -5,11 +5,11 @@ import numpy as np
 from aesara.link.c.op import ExternalCOp
 from aesara.tensor.basic import as_tensor_variable
 
-from aesara_bincount import _c_code
-from aesara_bincount.gpu import kernels
-from aesara_bincount.gpu.basic_ops import gpu_from_host, host_from_gpu
-from aesara_bincount.gpu.type import GpuArrayType
-from aesara_bincount.op import Bincount, check_props
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda import kernels
+from aesara_bincount_core.gpu.transfer import gpu_from_host, host_from_gpu
+from aesara_bincount_core.gpu.type import GpuArrayType
+from aesara_bincount_core.op import Bincount, check_props
 
 __all__ = ["GpuBincount", "gpu_bincount"]
 
@@ -55,9 +55,9 @@ class GpuBincount(ExternalCOp):
     The C implementation (``c_code/bincount_cuda_host.c``) launches the
     kernels of ``c_code/bincount_cuda_kernel.cu`` through the CUDA driver
     API, which it loads at run time, on CuPy's current stream; ``perform``
-    runs the same kernels through :func:`aesara_bincount.gpu.kernels.bincount_cupy`.
+    runs the same kernels through :func:`aesara_bincount_core.cuda.kernels.bincount_cupy`.
     Either synchronizes the stream once per call (the output's length
-    depends on ``max(x)``); see :mod:`aesara_bincount.gpu.kernels` for the
+    depends on ``max(x)``); see :mod:`aesara_bincount_core.cuda.kernels` for the
     algorithm and launch strategy.
 
     Counts and integer sums are exact and wrap modulo ``2**bits``.  Float
@@ -71,7 +71,7 @@ class GpuBincount(ExternalCOp):
     ``IndexError`` (``"scatter"`` mode, an index outside ``[-n, n)``, naming
     the first), ``MemoryError`` (the output does not fit in device memory).
     When the function is compiled without a usable GPU (no CuPy, driver,
-    device or NVRTC), :class:`~aesara_bincount.gpu.kernels.GpuUnavailableError`
+    device or NVRTC), :class:`~aesara_bincount_core.cuda.kernels.GpuUnavailableError`
     names the cause.
     """
 

@@ -1,0 +1,7 @@
+"""The stand-alone GPU kernel layer: NVRTC, the CUDA driver API and the launcher.
+
+Imports neither Aesara nor CuPy at import time (CuPy is imported on first
+use), so ``import aesara_bincount_core.cuda.kernels`` works on a Python with
+NumPy 2 and CuPy 14, where Aesara cannot be imported.  This module itself
+imports nothing.
+"""
