@@ -32,7 +32,31 @@ import numpy as _np
 
 __version__ = "0.0.fake"
 
-counters = {"sync": 0, "alloc": 0}
+
+
+class _Counters(dict):
+    """``counters["sync"]`` counts every wait for the device: CuPy's own
+    (``get()``, ``synchronize()``) and the fake driver's stream
+    synchronizations (the launcher's read-back)."""
+
+    @staticmethod
+    def _driver_syncs() -> int:
+        lib = _driver()
+        if lib is None or not hasattr(lib, "fake_cuda_counters"):
+            return 0
+        out = (ctypes.c_longlong * 8)()
+        lib.fake_cuda_counters(out)
+        return out[1]
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        return value + self._driver_syncs() if key == "sync" else value
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value - self._driver_syncs() if key == "sync" else value)
+
+
+counters = _Counters(sync=0, alloc=0)
 #: Callables run (without arguments) at every allocation from the pool.
 alloc_hooks = []
 #: The byte freed memory is filled with.
