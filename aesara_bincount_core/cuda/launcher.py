@@ -286,5 +286,5 @@ def hist_pass(cp, x, bins: int, acc: Accumulation, kernels: Kernels):
                                 kernels.shared_budget, ctypes.byref(err)) != 0:  # fmt: skip
             _raise(err)
 
-    run.buffer = buf  # keeps it alive with the function
+    run.buffer, run.x = buf, x  # both live as long as the function
     return run

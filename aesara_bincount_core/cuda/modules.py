@@ -130,16 +130,24 @@ def device_module(x_dtype: str) -> DeviceModule:
 
 
 def _size_hist(drv, mod: DeviceModule, func: int) -> Tuple[int, int]:
-    """(resident blocks, shared budget) of a histogram kernel (module docstring)."""
+    """(resident blocks, shared budget) of a histogram kernel (module docstring);
+    leaves the kernel allowed exactly that budget."""
+    limit = _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    # Allowed the most any candidate asks, so that the calculator weighs them all.
+    drv.set_function_attribute(
+        func, limit, shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, 1)
+    )
+    found = mod.multiprocessors, 0  # not even one block with shared memory: global only
     for per_sm in range(CONSTANTS["BLOCKS_PER_SM"], 0, -1):
         budget = shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, per_sm)
         available = drv.available_shared(func, per_sm, THREADS)
         if available is not None:
             budget = min(budget, available // 16 * 16)
         if drv.max_active_blocks(func, THREADS, budget) >= per_sm:
-            return per_sm * mod.multiprocessors, budget
-    # Not even one block with shared memory: count in global memory only.
-    return mod.multiprocessors, 0
+            found = per_sm * mod.multiprocessors, budget
+            break
+    drv.set_function_attribute(func, limit, found[1])
+    return found
 
 
 def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
@@ -151,9 +159,6 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         resident, budget = 0, 0
         if name.startswith("bincount_hist_"):
             resident, budget = _size_hist(drv, mod, func)
-            drv.set_function_attribute(
-                func, _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, budget
-            )
         found = mod.functions[name] = (func, resident, budget)
     return found
 

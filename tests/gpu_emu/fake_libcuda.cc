@@ -409,6 +409,16 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, in
 {
     if (as_function(func) == nullptr || threads <= 0)
         return ERR_INVALID_VALUE;
+    {
+        /* A block asking more than the function is allowed cannot run at all. */
+        std::lock_guard<std::mutex> g(lock);
+        auto it = max_dynamic_shared.find(func);
+        const long long allowed = it == max_dynamic_shared.end() ? 48 * 1024 : it->second;
+        if ((long long)shared > allowed) {
+            *blocks = 0;
+            return OK;
+        }
+    }
     *blocks = resident_blocks(threads, (long long)shared);
     return OK;
 }
