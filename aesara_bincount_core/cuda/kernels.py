@@ -27,6 +27,12 @@ How a call runs (the launch strategy) is described once, in
 first guess of the length and finds ``max(x)`` and the first refused value,
 the status comes back in one device-to-host copy (the call's only wait), and
 a second pass counts what lies beyond the guess, when anything does.
+
+Verified so far on the CPU emulation of ``tests/gpu_emu`` only (the kernels'
+logic, every path of the launcher, the driver calls), with the kernels
+compiled by the real NVRTC; no time or speed has been measured, and the
+occupancy the driver grants, the float32 compare-and-swap adds under
+contention and the cost of the call's wait are unknown until a GPU is lent.
 """
 import operator
 from typing import Optional, Tuple

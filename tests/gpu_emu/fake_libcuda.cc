@@ -25,7 +25,7 @@
  * Streams: kernels and copies run when they are queued; cuStreamSynchronize
  * runs the host functions queued with cuLaunchHostFunc on a thread of its
  * own, as the driver does, and waits for them, and can be told to wait for
- * the test (fake_cuda_hold_syncs).  A wait that lasts over 10 seconds fails
+ * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
  * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
  *
  * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
@@ -114,7 +114,7 @@ struct host_func {
     void *data;
 };
 std::vector<host_func> host_funcs;
-constexpr auto WAIT_LIMIT = std::chrono::seconds(10);
+constexpr auto WAIT_LIMIT = std::chrono::seconds(30);
 
 int env_int(const char *name, int fallback)
 {
@@ -239,7 +239,7 @@ void fake_cuda_set_device(int device)
     current_device = device;
 }
 
-/* Test API: while `on`, every stream synchronization waits (at most 10 s)
+/* Test API: while `on`, every stream synchronization waits (at most 30 s)
  * until it is turned off. */
 void fake_cuda_hold_syncs(int on)
 {
@@ -307,7 +307,7 @@ CUresult cuGetErrorString(CUresult code, const char **text)
         *text = "a function of another context";
         break;
     case ERR_LAUNCH_TIMEOUT:
-        *text = "the fake driver waited 10 s for the stream";
+        *text = "the fake driver waited 30 s for the stream";
         break;
     default:
         *text = "an error injected by the fake driver";
