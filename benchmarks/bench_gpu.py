@@ -108,12 +108,7 @@ def gpu_name(cp):
 
 def kernel_only(cp, kernels, x, bins):
     """A function launching the histogram pass alone, into a buffer of exactly ``bins``."""
-    mod = kernels.device_module(x.dtype.name)
-    acc = kernels.accumulation(x.dtype.name, False)
-    dtype = x.dtype.name if acc.finish is None else acc.acc_dtype
-    buf = kernels._Buffer(cp, bins, dtype, x.itemsize)
-    stream = cp.cuda.get_current_stream().ptr
-    return lambda: kernels._launch_hist(mod, acc, x, None, buf, 0, bins, bins, False, stream)
+    return kernels.histogram_pass(x, bins)
 
 
 def bench_case(cp, kernels, torch, n, bins, kind, dtype, repeat, bandwidth, aesara_fn=None):

@@ -1,21 +1,27 @@
 /*
- * bincount_cuda_driver.h -- host-side CUDA helpers of the GpuBincount Op:
- * the few CUDA driver API functions it calls, loaded at run time, and the
- * launch plan of a histogram pass.
+ * bincount_cuda_driver.h -- what every GPU launcher of aesara_bincount stands on:
+ * the few CUDA driver API functions it calls, loaded at run time; the error
+ * record a launch fills instead of raising; the page-locked slots that status
+ * words are read back into; and the interface through which the caller
+ * allocates device memory and lets other threads run while a launch waits.
  *
- * No link-time CUDA dependency and no cuda.h: the driver library is opened
- * with dlopen on first use ($AESARA_BINCOUNT_LIBCUDA, else libcuda.so.1) and
- * the types are declared here (they match cuda.h; the test-suite checks that
- * when the CUDA toolkit is installed).  A machine without a driver gets a
- * RuntimeError naming the cause, not a crash.
+ * Plain C99 and C++ with no Python and no cuda.h: it needs only dlfcn.h,
+ * stdio.h, stdlib.h and string.h, so that both the GpuBincount Op's module
+ * (bincount_cuda_host.c, compiled by Aesara) and the kernel layer's launcher
+ * library (bincount_cuda_lib.c, loaded with ctypes) compile it.  The driver
+ * library is opened with dlopen on first use ($AESARA_BINCOUNT_LIBCUDA, else
+ * libcuda.so.1); the types below match cuda.h (the test-suite checks that when
+ * the CUDA toolkit is installed).
  *
- * Valid C99 and C++ on its own (needs Python.h and dlfcn.h).
+ * Thread safety: nothing here needs the GIL.  The function table and the
+ * pinned slots are published once with atomic compare-and-swap; a slot is
+ * owned by one call at a time.
  */
 #ifndef AESARA_BINCOUNT_CUDA_DRIVER_H
 #define AESARA_BINCOUNT_CUDA_DRIVER_H
 
-#include <Python.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +51,9 @@ typedef bc_CUresult (*bc_PFN_cuMemcpyDtoDAsync)(bc_CUdeviceptr, bc_CUdeviceptr, 
                                                 bc_CUstream);
 typedef bc_CUresult (*bc_PFN_cuStreamSynchronize)(bc_CUstream);
 typedef bc_CUresult (*bc_PFN_cuMemHostAlloc)(void **, size_t, unsigned int);
+typedef bc_CUresult (*bc_PFN_cuMemFreeHost)(void *);
 
-/* The driver functions GpuBincount uses (the _v2 entry points where cuda.h
+/* The driver functions the launchers use (the _v2 entry points where cuda.h
  * maps the plain name to one). */
 typedef struct bc_cuda_api {
     bc_PFN_cuGetErrorName GetErrorName;
@@ -58,38 +65,117 @@ typedef struct bc_cuda_api {
     bc_PFN_cuMemcpyDtoDAsync MemcpyDtoDAsync;
     bc_PFN_cuStreamSynchronize StreamSynchronize;
     bc_PFN_cuMemHostAlloc MemHostAlloc;
+    bc_PFN_cuMemFreeHost MemFreeHost;
 } bc_cuda_api;
 
+/* ---- the error record ---- */
+
 /*
- * The driver API, loaded once (under the GIL).  Returns NULL with a
- * RuntimeError set when the library or one of its functions is missing.
+ * A launch reports a failure in a bc_cuda_error instead of raising, so that
+ * this code needs no Python.  The caller turns it into an exception with the
+ * project's one message table (aesara_bincount_core/cuda/errors.py renders
+ * every code; the BC_MSG_* formats of bincount_common.h for the first ones).
+ * Keep each code a plain integer #define on one line: errors.py parses them.
  */
-static const bc_cuda_api *bc_cuda(void)
+#define BC_CUDA_E_NONE 0
+/* ValueError BC_MSG_NDIM: text names the input, arg = {1, its ndim}. */
+#define BC_CUDA_E_NDIM 1
+/* ValueError BC_MSG_MINLENGTH / BC_MSG_LENGTH: arg[0] = n. */
+#define BC_CUDA_E_MINLENGTH 2
+#define BC_CUDA_E_LENGTH 3
+/* ValueError BC_MSG_WEIGHTS / BC_MSG_WEIGHTS_BCAST: arg = {weights length, x length}. */
+#define BC_CUDA_E_WEIGHTS 4
+#define BC_CUDA_E_WEIGHTS_BCAST 5
+/* ValueError BC_MSG_NEGATIVE: arg = {value, position}. */
+#define BC_CUDA_E_NEGATIVE 6
+/* IndexError BC_MSG_INDEX: text = the index as text, arg = {0, position, n}. */
+#define BC_CUDA_E_INDEX 7
+/* ValueError BC_MSG_TOO_LARGE: uarg = the value. */
+#define BC_CUDA_E_TOO_LARGE 8
+/* MemoryError BC_MSG_NO_MEMORY: arg = {bins, itemsize}. */
+#define BC_CUDA_E_NO_MEMORY 9
+/* ValueError: text names the input, arg = {its device, the current device}. */
+#define BC_CUDA_E_DEVICE 10
+/* A driver call failed: text says which and why; arg[0] = the CUresult
+ * (MemoryError for CUDA_ERROR_OUT_OF_MEMORY, else RuntimeError). */
+#define BC_CUDA_E_DRIVER 11
+/* RuntimeError: the driver library or one of its functions is missing (text). */
+#define BC_CUDA_E_LOAD 12
+/* A callback of the caller (bc_cuda_host) failed and keeps its own error
+ * (a pending Python exception): nothing to render. */
+#define BC_CUDA_E_HOST 13
+
+#define BC_CUDA_ERROR_TEXT 320
+
+typedef struct bc_cuda_error {
+    int code;                     /* BC_CUDA_E_* */
+    int reserved;
+    long long arg[3];             /* integer arguments of the message, in order */
+    unsigned long long uarg;      /* an unsigned argument (BC_CUDA_E_TOO_LARGE) */
+    char text[BC_CUDA_ERROR_TEXT]; /* see each code */
+} bc_cuda_error;
+
+/* Record error `code` with its integer arguments; returns -1. */
+static int bc_cuda_fail(bc_cuda_error *err, int code, long long a0, long long a1, long long a2)
 {
-    static bc_cuda_api api;
-    static int loaded = 0;
+    err->code = code;
+    err->arg[0] = a0;
+    err->arg[1] = a1;
+    err->arg[2] = a2;
+    return -1;
+}
+
+/* Record error `code` with a text argument; returns -1. */
+static int bc_cuda_fail_text(bc_cuda_error *err, int code, const char *text, long long a0,
+                             long long a1, long long a2)
+{
+    snprintf(err->text, sizeof(err->text), "%s", text);
+    return bc_cuda_fail(err, code, a0, a1, a2);
+}
+
+/* ---- loading the driver ---- */
+
+/*
+ * The driver API, loaded once per process image (copies of this code in
+ * different modules each load their own table; dlopen shares the library).
+ * Returns NULL with BC_CUDA_E_LOAD recorded when the library or one of its
+ * functions is missing.  Safe from any thread: a thread that loses the race
+ * to publish its table frees it and uses the winner's.
+ */
+static const bc_cuda_api *bc_cuda_load(bc_cuda_error *err)
+{
+    static bc_cuda_api *published = NULL;
+    bc_cuda_api *table = __atomic_load_n(&published, __ATOMIC_ACQUIRE), *expected = NULL;
     const char *path = getenv("AESARA_BINCOUNT_LIBCUDA");
     void *lib;
-    if (loaded)
-        return &api;
+    if (table != NULL)
+        return table;
     if (path == NULL || *path == '\0')
         path = "libcuda.so.1";
     lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "GpuBincount: the CUDA driver library %s could not be loaded (%s); is an "
-                     "NVIDIA driver installed?",
-                     path, dlerror());
+        snprintf(err->text, sizeof(err->text),
+                 "the CUDA driver library %s could not be loaded (%s); is an NVIDIA driver "
+                 "installed?",
+                 path, dlerror());
+        bc_cuda_fail(err, BC_CUDA_E_LOAD, 0, 0, 0);
+        return NULL;
+    }
+    table = (bc_cuda_api *)calloc(1, sizeof(*table));
+    if (table == NULL) {
+        bc_cuda_fail_text(err, BC_CUDA_E_LOAD, "out of host memory loading the CUDA driver", 0,
+                          0, 0);
         return NULL;
     }
 #define BC_LOAD(field, symbol)                                                                \
     do {                                                                                      \
-        *(void **)(&api.field) = dlsym(lib, symbol);                                          \
-        if (api.field == NULL) {                                                              \
-            PyErr_Format(PyExc_RuntimeError,                                                  \
-                         "GpuBincount: the CUDA driver library %s lacks %s; the driver is "   \
-                         "too old",                                                           \
-                         path, symbol);                                                       \
+        *(void **)(&table->field) = dlsym(lib, symbol);                                       \
+        if (table->field == NULL) {                                                           \
+            snprintf(err->text, sizeof(err->text),                                            \
+                     "the CUDA driver library %s lacks %s; the driver is too old", path,      \
+                     symbol);                                                                 \
+            free(table);                                                                      \
+            bc_cuda_fail(err, BC_CUDA_E_LOAD, 0, 0, 0);                                       \
             return NULL;                                                                      \
         }                                                                                     \
     } while (0)
@@ -102,94 +188,149 @@ static const bc_cuda_api *bc_cuda(void)
     BC_LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     BC_LOAD(StreamSynchronize, "cuStreamSynchronize");
     BC_LOAD(MemHostAlloc, "cuMemHostAlloc");
+    BC_LOAD(MemFreeHost, "cuMemFreeHost");
 #undef BC_LOAD
-    loaded = 1;
-    return &api;
+    if (!__atomic_compare_exchange_n(&published, &expected, table, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        free(table);
+        return expected;
+    }
+    return table;
 }
 
 /*
- * Turn a failed driver call into a Python exception: MemoryError for
- * CUDA_ERROR_OUT_OF_MEMORY, RuntimeError otherwise, naming the call and the
- * driver's description.  Returns 0 when `status` is success, else -1.
+ * Record a failed driver call as BC_CUDA_E_DRIVER, naming the call and the
+ * driver's description of `status`.  Returns 0 when `status` is success,
+ * else -1.
  */
-static int bc_cuda_check(bc_CUresult status, const char *what)
+static int bc_cuda_check(const bc_cuda_api *api, bc_CUresult status, const char *what,
+                         bc_cuda_error *err)
 {
     const char *name = NULL, *text = NULL;
-    const bc_cuda_api *api;
     if (status == BC_CUDA_SUCCESS)
         return 0;
-    api = bc_cuda();
-    if (api == NULL)
-        return -1;
     api->GetErrorName(status, &name);
     api->GetErrorString(status, &text);
-    PyErr_Format(status == BC_CUDA_ERROR_OUT_OF_MEMORY ? PyExc_MemoryError : PyExc_RuntimeError,
-                 "GpuBincount: %s failed with %s: %s", what, name ? name : "an unknown error",
-                 text ? text : "no description");
+    snprintf(err->text, sizeof(err->text), "%s failed with %s: %s", what,
+             name ? name : "an unknown error", text ? text : "no description");
+    return bc_cuda_fail(err, BC_CUDA_E_DRIVER, status, 0, 0);
+}
+
+/* ---- page-locked slots for the status read-back ---- */
+
+/*
+ * BC_CUDA_STATUS_SLOTS slots of BC_CUDA_STATUS_BYTES in one page-locked
+ * allocation (made once, portable across contexts).  A call owns a slot from
+ * the copy it queues until it has read the slot, so concurrent calls never
+ * share one; when all are taken, or page-locked memory cannot be had, the
+ * call copies into its own pageable buffer (the copy then waits for the
+ * stream inside cuMemcpyDtoHAsync).
+ */
+#define BC_CUDA_STATUS_SLOTS 64
+
+/* The slots' memory, or NULL when there is none (allocating it failed). */
+static unsigned char *bc_cuda_pinned_slots(const bc_cuda_api *api)
+{
+    static void *published = NULL;
+    static const char none = 0;
+    void *mem = __atomic_load_n(&published, __ATOMIC_ACQUIRE), *expected = NULL;
+    if (mem == NULL) {
+        if (api->MemHostAlloc(&mem, (size_t)BC_CUDA_STATUS_SLOTS * BC_CUDA_STATUS_BYTES,
+                              BC_CU_MEMHOSTALLOC_PORTABLE) != BC_CUDA_SUCCESS ||
+            mem == NULL)
+            mem = (void *)&none; /* remembered: do not try again */
+        if (!__atomic_compare_exchange_n(&published, &expected, mem, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            if (mem != (void *)&none)
+                api->MemFreeHost(mem);
+            mem = expected;
+        }
+    }
+    return mem == (void *)&none ? NULL : (unsigned char *)mem;
+}
+
+/* Which slots are taken (bit i: slot i). */
+static unsigned long long *bc_cuda_slot_bits(void)
+{
+    static unsigned long long taken = 0;
+    return &taken;
+}
+
+/* Take a free slot: its index, or -1 when none is free. */
+static int bc_cuda_slot_take(void)
+{
+    unsigned long long *bits = bc_cuda_slot_bits();
+    unsigned long long seen = __atomic_load_n(bits, __ATOMIC_RELAXED);
+    int i;
+    for (i = 0; i < BC_CUDA_STATUS_SLOTS; i++) {
+        const unsigned long long bit = 1ull << i;
+        while (!(seen & bit)) {
+            if (__atomic_compare_exchange_n(bits, &seen, seen | bit, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return i;
+        }
+    }
     return -1;
 }
 
-/* 32 bytes of page-locked host memory for the status copy (one per module). */
-static void *bc_cuda_status_buffer(const bc_cuda_api *api)
+static void bc_cuda_slot_give_back(int slot)
 {
-    static void *pinned = NULL;
-    static int tried = 0;
-    static unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
-    if (!tried) {
-        tried = 1;
-        if (api->MemHostAlloc(&pinned, BC_CUDA_STATUS_BYTES, BC_CU_MEMHOSTALLOC_PORTABLE) != 0)
-            pinned = NULL; /* the copy still works, synchronously, from pageable memory */
-    }
-    return pinned != NULL ? pinned : (void *)pageable;
+    if (slot >= 0)
+        __atomic_fetch_and(bc_cuda_slot_bits(), ~(1ull << slot), __ATOMIC_RELEASE);
 }
 
-/* Geometry of one histogram pass (the same as kernels.launch_plan). */
-typedef struct bc_cuda_plan {
-    long long blocks;
-    long long shared_bins;
-    int copies;
-    long long shared_bytes;
-} bc_cuda_plan;
-
-static long long bc_ceil_div(long long a, long long b)
-{
-    return (a + b - 1) / b;
-}
+/* ---- what the caller provides ---- */
 
 /*
- * Blocks, shared-memory bins and replicated copies for a pass over `size`
- * elements (> 0) and a window of `span` bins (> 0); see the strategy comment
- * in bincount_cuda_host.c.
+ * How a launcher gets device memory and waits, supplied by its caller:
+ *
+ *   alloc    `count` elements of dtype `dtype` (a BC_DT_* code), zero-filled
+ *            when `zero`, usable in the order of the call's stream (a CuPy
+ *            array from its memory pool).  Returns a handle the caller owns,
+ *            with the device address in *ptr; or NULL, with *out_of_memory
+ *            set when the device is out of memory (the caller has then
+ *            dropped its own error), else with the caller's error pending.
+ *   release  drop a handle from alloc.  A launcher releases a buffer only
+ *            after queueing the last operation that reads it, so memory that
+ *            goes back to a stream-ordered pool is reused only after them.
+ *   unlock, relock   called around the wait for the stream (the only wait of
+ *            a launch); the Op releases the GIL there.  Either may be NULL.
+ *            Between them the launcher calls nothing of the caller's.
  */
-static bc_cuda_plan bc_cuda_make_plan(long long size, long long span, long long shared_itemsize,
-                                      long long multiprocessors, long long budget)
+typedef struct bc_cuda_host {
+    void *ctx;
+    void *(*alloc)(void *ctx, int dtype, long long count, int zero, bc_CUdeviceptr *ptr,
+                   int *out_of_memory);
+    void (*release)(void *ctx, void *handle);
+    void *(*unlock)(void *ctx);
+    void (*relock)(void *ctx, void *token);
+} bc_cuda_host;
+
+/*
+ * Copy `bytes` (at most BC_CUDA_STATUS_BYTES) from device address `src` to
+ * `dst` once everything queued on `stream` is done: the one wait of a launch
+ * (synchronize!).  The caller's unlock/relock hooks run around the wait.
+ */
+static int bc_cuda_read_back(const bc_cuda_api *api, const bc_cuda_host *host,
+                             bc_CUstream stream, bc_CUdeviceptr src, void *dst, size_t bytes,
+                             bc_cuda_error *err)
 {
-    bc_cuda_plan plan;
-    long long per_block, budget_bins, bins, max_copies;
-    int copies = 1;
-    plan.blocks = multiprocessors * BC_CUDA_BLOCKS_PER_SM;
-    if (bc_ceil_div(size, BC_CUDA_MIN_ELEMS_PER_BLOCK) < plan.blocks)
-        plan.blocks = bc_ceil_div(size, BC_CUDA_MIN_ELEMS_PER_BLOCK);
-    if (bc_ceil_div(size, BC_CUDA_MAX_ELEMS_PER_BLOCK) > plan.blocks)
-        plan.blocks = bc_ceil_div(size, BC_CUDA_MAX_ELEMS_PER_BLOCK);
-    if (plan.blocks < 1)
-        plan.blocks = 1;
-    per_block = bc_ceil_div(size, plan.blocks);
-    budget_bins = budget / shared_itemsize;
-    bins = per_block > BC_CUDA_SHARED_MIN_BINS ? per_block : BC_CUDA_SHARED_MIN_BINS;
-    if (budget_bins < bins)
-        bins = budget_bins;
-    if (span < bins)
-        bins = span;
-    max_copies = BC_CUDA_THREADS / 32 < BC_CUDA_MAX_COPIES ? BC_CUDA_THREADS / 32
-                                                           : BC_CUDA_MAX_COPIES;
-    while (copies * 2 <= max_copies && copies * 2 * bins <= budget_bins &&
-           copies * 2 * bins * BC_CUDA_COPY_MIN_ELEMS_PER_BIN <= per_block)
-        copies *= 2;
-    plan.shared_bins = bins;
-    plan.copies = copies;
-    plan.shared_bytes = copies * bins * shared_itemsize;
-    return plan;
+    unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
+    unsigned char *slots = bc_cuda_pinned_slots(api);
+    const int slot = slots != NULL ? bc_cuda_slot_take() : -1;
+    unsigned char *landing =
+        slot >= 0 ? slots + (size_t)slot * BC_CUDA_STATUS_BYTES : (unsigned char *)pageable;
+    void *token = host->unlock != NULL ? host->unlock(host->ctx) : NULL;
+    int rc = bc_cuda_check(api, api->MemcpyDtoHAsync(landing, src, bytes, stream),
+                           "cuMemcpyDtoHAsync", err);
+    if (rc == 0)
+        rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize", err);
+    if (host->relock != NULL)
+        host->relock(host->ctx, token);
+    if (rc == 0)
+        memcpy(dst, landing, bytes);
+    bc_cuda_slot_give_back(slot);
+    return rc;
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_DRIVER_H */

@@ -47,10 +47,13 @@
  *     everything it needs with a single device-to-host copy.
  *   - x is read with streaming loads of 4 elements (2 of 64-bit dtypes: up
  *     to 16 bytes; __ldcs, since x is read once and should not push the
- *     histogram out of L2) when it is contiguous and aligned, else element
- *     by element with its stride.  Loops over x are
- *     uniform across a warp (all lanes iterate together), so that the lanes
- *     meet for the final warp reduction.  Positions are 64-bit.
+ *     histogram out of L2) when it is contiguous, else element by element
+ *     with its stride.  A contiguous view that does not start on a vector
+ *     boundary (x[1:]) has its first few elements peeled off and counted one
+ *     at a time, so that the rest still goes through vector loads (when the
+ *     weights, if any, are then aligned too).  Loops over x are uniform
+ *     across a warp (all lanes iterate together), so that the lanes meet for
+ *     the final warp reduction.  Positions are 64-bit.
  *
  * Counts are exact: shared counters are 32-bit (a block never counts more
  * than BC_CUDA_MAX_ELEMS_PER_BLOCK elements), global ones are the unsigned
@@ -58,7 +61,13 @@
  * unsigned arithmetic, so sums wrap modulo 2**bits as on the CPU.  Float
  * weights are summed with floating-point atomics: the order of the additions
  * varies from run to run, so float results can differ in the last bits
- * between runs.
+ * between runs.  Subnormal float32 sums are kept: the global float atomic
+ * add (atom.global.add.f32) flushes subnormal inputs and results to zero,
+ * so float32 adds to global memory go through a compare-and-swap loop
+ * (global_add); shared-memory float atomics and double atomics keep
+ * subnormals (NVIDIA developer forum, "atomicAdd(float) does not add very
+ * small values", 2013, confirmed by experiment there).  The module is
+ * compiled without -ftz (NVRTC's default), so the loop's addition keeps them.
  */
 #include "bincount_cuda.h"
 
@@ -188,6 +197,25 @@ template <bool MAX> __device__ __forceinline__ bc_u64 warp_extreme(bc_u64 v)
     return v;
 }
 
+/* ---- adds to the global accumulator ---- */
+
+/* Add v to *p in global memory, atomically. */
+template <typename T> __device__ __forceinline__ void global_add(T *p, T v)
+{
+    atomicAdd(p, v);
+}
+/* float: compare-and-swap on the bits, so that subnormals are kept (the
+ * comparison is on bits, so a NaN bin does not loop forever). */
+template <> __device__ __forceinline__ void global_add<float>(float *p, float v)
+{
+    unsigned int *word = reinterpret_cast<unsigned int *>(p);
+    unsigned int seen = *word, before;
+    do {
+        before = seen;
+        seen = atomicCAS(word, before, __float_as_uint(__uint_as_float(before) + v));
+    } while (seen != before);
+}
+
 #ifndef BC_DYNAMIC_SHARED
 /* The block's dynamic shared memory (a hook, so that a CPU emulation used by
  * the test-suite can supply its own). */
@@ -254,7 +282,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         if (b < sbins)
             atomicAdd(sh + b, (SH)amount);
         else
-            atomicAdd(out + bin, amount);
+            global_add(out + bin, amount);
     }
 
     /* Add `inc` to `bin`: to the current run while the bin repeats, else
@@ -324,10 +352,13 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         }
     }
 
-    /* Whole vectors of V elements: x contiguous and aligned to a vector. */
-    __device__ __forceinline__ void vector_loop(bc_i64 nvec, bc_i64 first_warp, bc_i64 warps)
+    /* nvec whole vectors of V elements from position `start`: x contiguous,
+     * and x + start aligned to a vector. */
+    __device__ __forceinline__ void vector_loop(bc_i64 start, bc_i64 nvec, bc_i64 first_warp,
+                                                bc_i64 warps)
     {
         const bc_i64 stride = warps * 32;
+        const X *xs = x + start;
         ACC w0 = (ACC)1;
         if (WEIGHTED && p.w_stride == 0)
             w0 = weight_at(0);
@@ -340,10 +371,10 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
                 const bc_i64 vi = base + u * stride + (bc_i64)lane;
                 valid[u] = vi < nvec;
                 if (valid[u]) {
-                    vec_load<X, V>::load(x + vi * V, xv[u]);
+                    vec_load<X, V>::load(xs + vi * V, xv[u]);
                     if (WEIGHTED && p.w_stride != 0) {
                         W wv[V];
-                        vec_load<W, V>::load(w + vi * V, wv);
+                        vec_load<W, V>::load(w + start + vi * V, wv);
 #pragma unroll
                         for (int k = 0; k < V; k++)
                             inc[u][k] = (ACC)wv[k];
@@ -356,7 +387,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)
-                process(xv[u], inc[u], (base + u * stride + (bc_i64)lane) * V, valid[u]);
+                process(xv[u], inc[u], start + (base + u * stride + (bc_i64)lane) * V, valid[u]);
         }
     }
 
@@ -365,13 +396,21 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         const unsigned warps_per_block = blockDim.x >> 5;
         const bc_i64 first_warp = (bc_i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5);
         const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
-        const bool x_vec = p.x_stride == 1 && (p.x & (bc_u64)(X_ALIGN - 1)) == 0;
-        const bool w_vec = !WEIGHTED || p.w_stride == 0 ||
-                           (p.w_stride == 1 && (p.w & (bc_u64)(W_ALIGN - 1)) == 0);
+        /* Contiguous x: peel the `head` elements before the first vector
+         * boundary, then whole vectors, then the tail. */
+        const bool x_vec = p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
+        bc_i64 head = (bc_i64)(((bc_u64)X_ALIGN - (p.x & (bc_u64)(X_ALIGN - 1))) &
+                               (bc_u64)(X_ALIGN - 1)) /
+                      (bc_i64)sizeof(X);
+        head = head < p.size ? head : p.size;
+        const bool w_vec =
+            !WEIGHTED || p.w_stride == 0 ||
+            (p.w_stride == 1 && ((p.w + (bc_u64)head * sizeof(W)) & (bc_u64)(W_ALIGN - 1)) == 0);
         if (x_vec && w_vec) {
-            const bc_i64 nvec = p.size / V;
-            vector_loop(nvec, first_warp, warps);
-            scalar_loop(nvec * V, p.size, first_warp, warps);
+            const bc_i64 nvec = (p.size - head) / V;
+            scalar_loop(0, head, first_warp, warps);
+            vector_loop(head, nvec, first_warp, warps);
+            scalar_loop(head + nvec * V, p.size, first_warp, warps);
         } else {
             scalar_loop(0, p.size, first_warp, warps);
         }
@@ -413,7 +452,7 @@ __device__ __forceinline__ void hist(const bc_hist_params &p)
         for (int c = 1; c < p.copies; c++)
             total += shared[c * sbins + b];
         if (total != (SH)0)
-            atomicAdd(out + p.lo + b, (ACC)total);
+            global_add(out + p.lo + b, (ACC)total);
     }
 
     /* The last block to finish records the value at the first refused position. */

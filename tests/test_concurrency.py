@@ -349,7 +349,10 @@ def _static_data(text: str):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"^\s*#.*(?:\\\n.*)*$", "", text, flags=re.M)  # preprocessor lines
-    found = [" ".join(m.split()) for m in re.findall(r"\bstatic\s+[^;{}()]*;", text)]
+    found = [
+        " ".join(m.split())
+        for m in re.findall(r"\bstatic\s+(?:APPLY_SPECIFIC\(\w+\)\s*)?[^;{}()]*;", text)
+    ]
     depth, stmt = 0, ""
     for ch in text:
         if ch == "{":
@@ -369,18 +372,23 @@ def _static_data(text: str):
     return found
 
 
-#: Process-wide caches of the GPU host code, each written only under the GIL
-#: (which every call holds): the driver API table loaded once with dlopen, and
-#: the cupy module and its attributes (imported once), and
-#: the 32-byte status buffer that the single device-to-host copy of a call
-#: lands in (read before the call returns).
+#: Process-wide state of the GPU host code.  The launcher
+#: (bincount_cuda_driver.h, also run without the GIL by the kernel layer's
+#: library) publishes its two caches once with an atomic compare-and-swap (the
+#: driver API table loaded with dlopen; the page-locked status slots) and
+#: hands out a slot with atomic bit operations, one call per slot.  The Op's
+#: glue (written only under the GIL, which it holds but while it waits): the
+#: kernels of each CUDA context, of which every call takes its own copy, and
+#: the cupy module and its attributes (imported once).
 GIL_GUARDED_GPU_CACHES = {
     "bincount_cuda_driver.h": [
-        "static bc_cuda_api api;",
-        "static int loaded = 0;",
-        "static void *pinned = NULL;",
-        "static int tried = 0;",
-        "static unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];",
+        "static bc_cuda_api *published = NULL;",
+        "static void *published = NULL;",
+        "static unsigned long long taken = 0;",
+    ],
+    "bincount_cuda_host.c": [
+        "static APPLY_SPECIFIC(bc_gpu_entry) table[BC_GPU_CONTEXTS];",
+        "static int oldest = 0;",
     ],
     # The cupy module and a few of its attributes, imported once.
     "gpuarray_helper.h": ["static PyObject *cupy = NULL;"],

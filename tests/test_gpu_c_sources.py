@@ -1,8 +1,7 @@
-"""The GPU Op's C sources stand alone, agree with the Python kernel layer, and with cuda.h.
+"""The GPU C sources stand alone, hold one launcher, and agree with cuda.h.
 
 No GPU and no CUDA toolkit needed (the cuda.h checks skip without one).
 """
-import ctypes
 import os
 import re
 import shutil
@@ -16,10 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aesara_bincount_core import _c_code
-from aesara_bincount_core.cuda import driver, kernels
+from aesara_bincount_core.cuda import driver, launcher, sources
 
 C_CODE = _c_code.c_code_dir()
-GPU_C_FILES = ["bincount_cuda.h", "bincount_cuda_driver.h", "gpuarray_helper.h", "bincount_cuda_host.c"]
+GPU_C_FILES = [
+    "bincount_cuda.h",
+    "bincount_cuda_driver.h",
+    "bincount_cuda_launch.h",
+    "bincount_cuda_lib.c",
+    "gpuarray_helper.h",
+    "bincount_cuda_host.c",
+]
 INCLUDES = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}", f"-I{C_CODE}"]
 CC = shutil.which("gcc")
 CUDA_H = next(
@@ -47,87 +53,74 @@ def test_file_compiles_on_its_own(name, lang):
     assert proc.returncode == 0, proc.stderr
 
 
-HARNESS = r"""
-#include <stddef.h>
-#include "bincount_cuda_driver.h"
-void plan(long long size, long long span, long long item, long long sms, long long budget,
-          long long *out)
-{
-    bc_cuda_plan p = bc_cuda_make_plan(size, span, item, sms, budget);
-    out[0] = p.blocks; out[1] = p.shared_bins; out[2] = p.copies; out[3] = p.shared_bytes;
-}
-#define F(s, f) offsetof(s, f)
-long long hist_layout(long long *out)
-{
-    long long o[] = {F(bc_hist_params, x), F(bc_hist_params, w), F(bc_hist_params, out),
-                     F(bc_hist_params, status), F(bc_hist_params, size),
-                     F(bc_hist_params, x_stride), F(bc_hist_params, w_stride),
-                     F(bc_hist_params, lo), F(bc_hist_params, hi), F(bc_hist_params, n),
-                     F(bc_hist_params, shared_bins), F(bc_hist_params, copies),
-                     F(bc_hist_params, scatter)};
-    for (int i = 0; i < 13; i++) out[i] = o[i];
-    return sizeof(bc_hist_params);
-}
-long long finish_size(void) { return sizeof(bc_finish_params); }
-long long status_size(void) { return sizeof(bc_status); }
-"""
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    if CC is None:
-        pytest.skip("no gcc")
-    d = tmp_path_factory.mktemp("harness")
-    src, lib = d / "harness.c", d / "harness.so"
-    src.write_text(HARNESS)
-    link = [f"-L{sysconfig.get_config_var('LIBDIR')}"]
-    cmd = [CC, "-shared", "-fPIC", "-std=c99", "-D_GNU_SOURCE", *INCLUDES, "-o", str(lib), str(src), *link]
+@needs_gcc
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_launcher_library_needs_no_python_or_cuda_headers(lang, tmp_path):
+    """The kernel layer builds the launcher where Python.h and cuda.h are absent
+    (a GPU machine's own Python may lack its headers)."""
+    std = ["-std=c99"] if lang == "c" else ["-std=c++17"]
+    out = tmp_path / "lib.so"
+    cmd = [CC, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", *std, f"-I{C_CODE}", "-x", lang,
+           os.path.join(C_CODE, "bincount_cuda_lib.c"), "-o", str(out), "-ldl"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    # Python's symbols are there already: load into this process.
-    return ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+    for name in ("bincount_cuda_lib.c", "bincount_cuda_launch.h", "bincount_cuda_driver.h"):
+        text = _c_code.read_source(name)
+        assert "Python.h" not in text and "numpy/" not in text and "cuda.h>" not in text, name
+
+
+def test_the_launch_plan_exists_once():
+    """Only bincount_cuda_launch.h plans and launches the bincount kernels: the
+    Op's host code and the library call it, and no Python module plans."""
+    launch = _c_code.read_source("bincount_cuda_launch.h")
+    assert "bc_cuda_make_plan" in launch and "LaunchKernel(" in launch
+    for name in ("bincount_cuda_host.c", "bincount_cuda_lib.c"):
+        text = _c_code.read_source(name)
+        assert re.search(r"bc_cuda_bincount\(api, &c, &k, &host, &res, &?err\)", text), name
+        assert "LaunchKernel(" not in text and "MemcpyDtoHAsync(" not in text, name
+        assert "FIRST_PASS" not in text and "COMPACT_MIN_BYTES" not in text, name
+    pkg = os.path.dirname(launcher.__file__)
+    for module in os.listdir(pkg):
+        if module.endswith(".py"):
+            with open(os.path.join(pkg, module), encoding="utf-8") as f:
+                text = f.read()
+            assert "BLOCKS_PER_SM" not in text or module == "modules.py", module
+            assert "MIN_ELEMS_PER_BLOCK" not in text and "FIRST_PASS_BINS" not in text, module
+            assert "cuLaunchKernel" not in text, module
 
 
 @settings(max_examples=400, deadline=None)
 @given(
     size=st.integers(1, 2**40),
-    span=st.integers(1, 2**34),
+    span=st.integers(0, 2**34),
     item=st.sampled_from([4, 8]),
-    sms=st.integers(1, 200),
+    resident=st.integers(1, 400),
     budget=st.integers(0, 232448),
 )
-def test_c_and_python_launch_plans_agree(harness, size, span, item, sms, budget):
-    out = (ctypes.c_longlong * 4)()
-    harness.plan(
-        ctypes.c_longlong(size), ctypes.c_longlong(span), ctypes.c_longlong(item),
-        ctypes.c_longlong(sms), ctypes.c_longlong(budget), out,
-    )  # fmt: skip
-    p = kernels.launch_plan(size, span, item, sms, budget)
-    assert tuple(out) == (p.blocks, p.shared_bins, p.copies, p.shared_bytes)
-    # The plan keeps its promises.
-    assert 1 <= p.blocks < 2**31
-    assert -(-size // p.blocks) <= kernels.CONSTANTS["MAX_ELEMS_PER_BLOCK"]
-    assert p.shared_bytes <= max(budget, 0) and p.shared_bins <= span
-    assert p.copies & (p.copies - 1) == 0 and p.copies <= kernels.CONSTANTS["MAX_COPIES"]
+def test_launch_plan_keeps_its_promises(size, span, item, resident, budget):
+    """The one plan (bc_cuda_make_plan, through the launcher library)."""
+    blocks, shared_bins, copies, shared_bytes = launcher.plan(size, span, item, resident, budget)
+    c = sources.CONSTANTS
+    assert 1 <= blocks < 2**31
+    assert blocks <= max(resident, -(-size // c["MAX_ELEMS_PER_BLOCK"]))
+    assert -(-size // blocks) <= c["MAX_ELEMS_PER_BLOCK"]
+    assert shared_bytes == copies * shared_bins * item
+    assert shared_bytes <= budget and 0 <= shared_bins <= span
+    assert copies & (copies - 1) == 0 and 1 <= copies <= c["MAX_COPIES"]
 
 
-def test_parameter_structs_have_one_layout(harness):
-    offsets = (ctypes.c_longlong * 13)()
-    harness.hist_layout.restype = ctypes.c_longlong
-    harness.finish_size.restype = ctypes.c_longlong
-    harness.status_size.restype = ctypes.c_longlong
-    assert harness.hist_layout(offsets) == ctypes.sizeof(kernels.HistParams)
-    names = [f[0] for f in kernels.HistParams._fields_]
-    assert list(offsets) == [getattr(kernels.HistParams, n).offset for n in names]
-    assert harness.finish_size() == ctypes.sizeof(kernels.FinishParams)
-    assert harness.status_size() == kernels.STATUS_BYTES
+def test_buffer_layout():
+    """Bins padded to 8 bytes, then the 32-byte status."""
+    for bins, item, expected in [(0, 4, (8, 0)), (3, 4, (12, 4)), (4, 4, (12, 4)), (3, 8, (7, 3))]:
+        assert launcher.buffer_elements(bins, item) == expected
 
 
 def test_header_constants_are_read():
     text = _c_code.read_source("bincount_cuda.h")
     for name in ("THREADS", "BLOCKS_PER_SM", "FIRST_PASS_BINS", "COMPACT_MIN_BYTES"):
-        assert re.search(rf"#define BC_CUDA_{name} {kernels.CONSTANTS[name]}\b", text)
-    assert kernels.THREADS % 32 == 0
+        assert re.search(rf"#define BC_CUDA_{name} {sources.CONSTANTS[name]}\b", text)
+    assert sources.THREADS % 32 == 0
+    assert [code for code, _ in sources.DTYPES.values()] == list(range(10))
 
 
 @pytest.mark.skipif(CUDA_H is None, reason="no cuda.h (CUDA toolkit) here")
@@ -146,7 +139,7 @@ def test_driver_declarations_match_cuda_h():
     header = _c_code.read_source("bincount_cuda_driver.h")
     typedefs = dict(re.findall(r"\(\*bc_PFN_(\w+)\)\(([^;]*?)\);", header, re.DOTALL))
     symbols = re.findall(r'BC_LOAD\(\w+, "(\w+)"\)', header)
-    assert len(symbols) == len(typedefs) == 9
+    assert len(symbols) == len(typedefs) == 10
     for symbol in symbols:
         proto = re.search(rf"CUresult CUDAAPI {symbol}\(([^;]*?)\);", text, re.DOTALL)
         assert proto, f"{symbol} is not in cuda.h"
@@ -172,13 +165,16 @@ def test_driver_types_have_cuda_h_sizes(tmp_path):
 
 
 def test_kernel_layer_imports_without_aesara_or_cupy():
-    """A plain import of the kernel layer works where Aesara and CuPy cannot import."""
+    """A plain import of every module of the kernel layer works where Aesara
+    and CuPy cannot import."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = (
         "import sys; sys.modules['aesara'] = None; sys.modules['cupy'] = None\n"
         f"sys.path.insert(0, {root!r})\n"
         "import aesara_bincount_core.cuda.kernels as k\n"
+        "from aesara_bincount_core.cuda import driver, errors, launcher, modules, nvrtc, sources\n"
         "assert 'aesara_bincount' not in sys.modules\n"
+        "from aesara_bincount_core.cuda.kernels import bincount_cupy, is_available, GpuUnavailableError\n"
         "ok, why = k.is_available(); assert not ok and 'CuPy' in why, why\n"
         "print('standalone ok')\n"
     )

@@ -1,4 +1,6 @@
 """The host C code of GpuBincount compiles through Aesara's CLinker (no GPU, not run)."""
+import os
+
 import pytest
 from aesara.graph.fg import FunctionGraph
 from aesara.link.c.basic import CLinker
@@ -43,3 +45,23 @@ def test_cache_version_covers_every_source(monkeypatch):
         monkeypatch.setattr(_c_code, "read_source", edited)
         assert op.c_code_cache_version() != version, name
         monkeypatch.setattr(_c_code, "read_source", real)
+
+
+def test_cache_version_covers_every_included_file():
+    """Every file of c_code/ that the Op's sources include, directly or not, is hashed."""
+    import re
+
+    from aesara_bincount_core import _c_code
+
+    op = GpuBincount()
+    seen, todo = set(), list(op.c_sources)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for inc in re.findall(r'^#include "([^"]+)"', _c_code.read_source(name), re.MULTILINE):
+            if os.path.exists(_c_code.c_code_path(inc)):
+                todo.append(inc)
+    assert seen <= set(op.c_sources), seen - set(op.c_sources)
+    assert set(op.c_headers()) <= set(op.c_sources)

@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from aesara_bincount_core import _c_code
-from aesara_bincount_core.cuda import kernels, nvrtc
+from aesara_bincount_core.cuda import nvrtc, sources
 
 from procs import run_python
 
 ARCHS = (75, 80, 90)
-X_DTYPES = tuple(d for d in kernels.DTYPES if not d.startswith("float"))
+X_DTYPES = tuple(d for d in sources.DTYPES if not d.startswith("float"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -41,7 +41,7 @@ def compiled(nvrtc_lib):
     try:
         jobs = [(x, cc) for x in X_DTYPES for cc in ARCHS]
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            images = list(pool.map(lambda job: kernels.compile_module(job[0], job[1], nvrtc_lib), jobs))
+            images = list(pool.map(lambda job: sources.compile_module(job[0], job[1], nvrtc_lib), jobs))
     finally:
         if old is None:
             del os.environ["AESARA_BINCOUNT_CACHE"]
@@ -51,8 +51,8 @@ def compiled(nvrtc_lib):
 
 
 def _kernel_names(x_dtype):
-    short = kernels.DTYPES[x_dtype][1]
-    incs = ["c32", "c64"] + [kernels.DTYPES[d][1] for d in kernels.DTYPES]
+    short = sources.DTYPES[x_dtype][1]
+    incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64"]
     return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
 
@@ -72,22 +72,39 @@ def test_every_kernel_the_launchers_name_exists(compiled):
     """Each (out dtype, weighted) accumulation names kernels that were compiled."""
     for x_dtype in X_DTYPES:
         names = set(_kernel_names(x_dtype))
-        for out_dtype in kernels.DTYPES:
+        for out_dtype in sources.DTYPES:
             for weighted in (False, True):
-                acc = kernels.accumulation(out_dtype, weighted)
+                acc = sources.accumulation(out_dtype, weighted)
                 assert acc.hist_kernel(x_dtype) in names
                 assert acc.finish is None or acc.finish in names
 
 
 def test_no_local_memory_spills(nvrtc_lib):
     """The hot kernels keep their arrays in registers (ptxas reports spills)."""
-    source = _c_code.read_source(kernels.KERNEL_SOURCE)
-    headers = {kernels.KERNEL_HEADER: _c_code.read_source(kernels.KERNEL_HEADER)}
-    options = ["-arch=sm_90", "--ptxas-options=-v", *kernels.module_options("int32")]
+    source = _c_code.read_source(sources.KERNEL_SOURCE)
+    headers = {sources.KERNEL_HEADER: _c_code.read_source(sources.KERNEL_HEADER)}
+    options = ["-arch=sm_90", "--ptxas-options=-v", *sources.module_options("int32")]
     _, log = nvrtc_lib.compile(source, "bincount_cuda_kernel.cu", options, headers)
     spills = re.findall(r"(\d+) bytes spill stores", log)
     assert spills, log
     assert all(s == "0" for s in spills), log
+
+
+def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
+    """atom/red.global.add.f32 flush float32 subnormals to zero: the float32
+    adds to global memory are compare-and-swap loops; shared memory keeps its
+    float atomics (they keep subnormals)."""
+    source = _c_code.read_source(sources.KERNEL_SOURCE)
+    headers = {sources.KERNEL_HEADER: _c_code.read_source(sources.KERNEL_HEADER)}
+    for arch in ("compute_75", "compute_90"):
+        ptx, _ = nvrtc_lib.compile(
+            source, "k.cu", [f"-arch={arch}", *sources.module_options("int32")], headers, kind="ptx"
+        )
+        text = ptx.decode(errors="replace")
+        assert "bincount_hist_i32_f32" in text
+        assert not re.search(r"\b(atom|red)\.global\.add\.f32\b", text), arch
+        assert re.search(r"\b(atom|red)\.shared\.add\.f32\b", text), arch
+        assert re.search(r"\batom\.global\.cas\.b32\b", text), arch
 
 
 def test_compile_error_raises_with_the_log(nvrtc_lib):
@@ -97,7 +114,7 @@ def test_compile_error_raises_with_the_log(nvrtc_lib):
 
 def test_nvrtc_headers_are_needed_and_used(nvrtc_lib):
     """The kernel includes bincount_cuda.h only through the headers argument."""
-    source = _c_code.read_source(kernels.KERNEL_SOURCE)
+    source = _c_code.read_source(sources.KERNEL_SOURCE)
     with pytest.raises(nvrtc.NvrtcError):
         nvrtc_lib.compile(source, "k.cu", ["-arch=sm_90", "-std=c++17", "-DBC_X_DTYPE=2"])
 
@@ -163,9 +180,13 @@ def test_load_skips_nvrtc_newer_than_the_driver(monkeypatch):
 
     monkeypatch.setattr(nvrtc, "Nvrtc", FakeNvrtc)
     monkeypatch.setattr(nvrtc, "candidates", lambda: ["missing", "libnvrtc.so.13", "libnvrtc.so.12"])
-    for driver, expected in [(None, 13), (13000, 13), (12080, 12), (11080, 13)]:
+    for driver, expected in [(None, 13), (13000, 13), (12080, 12)]:
         monkeypatch.setattr(nvrtc, "_loaded", {})
         assert nvrtc.load(driver).version[0] == expected, driver
+    # Only NVRTCs newer than the driver: none is usable, and the error says why.
+    monkeypatch.setattr(nvrtc, "_loaded", {})
+    with pytest.raises(nvrtc.NvrtcError, match=r"newer than the CUDA driver \(CUDA 11\.8\)"):
+        nvrtc.load(11080)
 
 
 def test_load_error_names_what_to_install(monkeypatch):

@@ -272,3 +272,36 @@ def test_gpu_rows_needs_a_gpu(monkeypatch):
     monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
     with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
         gpu.gpu_rows(np.arange(3))
+
+
+def test_type_transfer_and_var_form_no_cycle():
+    """type.py imports neither transfer.py nor var.py (not even inside a
+    function); transfer.py imports type.py only; var.py both."""
+    import ast
+
+    import aesara_bincount_core.gpu as pkg
+
+    def imported(name):
+        path = os.path.join(os.path.dirname(pkg.__file__), name + ".py")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aesara_bincount_core.gpu"):
+                found.add(node.module.rsplit(".", 1)[-1])
+            elif isinstance(node, ast.Import):
+                found |= {a.name.rsplit(".", 1)[-1] for a in node.names if a.name.startswith("aesara_bincount_core.gpu")}
+        return found
+
+    assert imported("type") == set()
+    assert imported("transfer") == {"type"}
+    assert imported("var") == {"type", "transfer"}
+
+
+def test_tensors_transfer_to_the_gpu_through_aesara():
+    h = at.lvector("h")
+    moved = h.transfer("gpu")
+    assert moved.owner.op == gpu_from_host and isinstance(moved.type, GpuArrayType)
+    assert h.transfer("cpu") is h
+    with pytest.raises(ValueError):
+        h.transfer("tpu")

@@ -15,8 +15,9 @@ aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
 GPU part with ``pip install "aesara-bincount[cuda12]"`` (CuPy 13 for CUDA 12
 and NVRTC 12); :func:`is_available` says whether a usable GPU is there.
 
-The kernel layer (:mod:`aesara_bincount_core.cuda.kernels`, :mod:`~.nvrtc`,
-:mod:`~.driver`) imports neither Aesara nor CuPy at import time.
+The kernel layer (the package :mod:`aesara_bincount_core.cuda`; its public
+functions are in :mod:`aesara_bincount_core.cuda.kernels`) imports neither
+Aesara nor CuPy at import time.
 """
 from typing import Callable, Dict, Optional
 
@@ -27,10 +28,10 @@ from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount
-from aesara_bincount_core.gpu.type import (
+from aesara_bincount_core.gpu.type import GpuArrayType
+from aesara_bincount_core.gpu.var import (
     GpuArrayConstant,
     GpuArraySharedVariable,
-    GpuArrayType,
     GpuArrayVariable,
     gpu_shared,
 )

@@ -1,10 +1,11 @@
-"""The few CUDA driver API calls the kernel layer needs, through ctypes.
+"""The few CUDA driver API calls the kernel layer makes from Python, through ctypes.
 
 Part of the stand-alone kernel layer (standard library only).  The driver
 library is ``$AESARA_BINCOUNT_LIBCUDA`` if set, else ``libcuda.so.1``; it is
 loaded on first use, never at import.  Arrays, streams and memory come from
-CuPy; this module only loads modules and launches kernels, which CuPy's
-public API does not offer for kernel parameters passed as a struct.
+CuPy; this module loads modules, finds kernels and sizes their launches with
+the occupancy calculator.  The launches themselves are made by the C launcher
+(``c_code/bincount_cuda_launch.h``), which loads the same library.
 """
 import ctypes
 import os
@@ -65,12 +66,11 @@ class Driver:
         lib = self._lib
         lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        lib.cuLaunchKernel.argtypes = [
+        lib.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
+            ctypes.POINTER(ctypes.c_int),
             ctypes.c_void_p,
-            *([ctypes.c_uint] * 7),
-            ctypes.c_void_p,
-            ctypes.POINTER(ctypes.c_void_p),
-            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_size_t,
         ]
         lib.cuModuleGetFunction.argtypes = [
             ctypes.POINTER(ctypes.c_void_p),
@@ -150,20 +150,31 @@ class Driver:
         """``cuFuncSetAttribute``."""
         self._check(self._lib.cuFuncSetAttribute(func, attribute, value), "cuFuncSetAttribute")
 
-    def launch(
-        self, func: int, blocks: int, threads: int, shared_bytes: int, stream: int, params
-    ) -> None:
-        """Launch ``func`` on ``stream`` with one by-value struct argument ``params``.
-
-        Asynchronous: it returns once the launch is queued.
-        """
-        args = (ctypes.c_void_p * 1)(ctypes.addressof(params))
+    def max_active_blocks(self, func: int, threads: int, shared_bytes: int) -> int:
+        """``cuOccupancyMaxActiveBlocksPerMultiprocessor``: blocks of ``func`` that
+        run at once on one multiprocessor with ``threads`` threads and
+        ``shared_bytes`` of dynamic shared memory each."""
+        value = ctypes.c_int()
         self._check(
-            self._lib.cuLaunchKernel(
-                func, blocks, 1, 1, threads, 1, 1, shared_bytes, stream or None, args, None
+            self._lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                ctypes.byref(value), func, threads, shared_bytes
             ),
-            "cuLaunchKernel",
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
         )
+        return value.value
+
+    def available_shared(self, func: int, blocks: int, threads: int) -> Optional[int]:
+        """``cuOccupancyAvailableDynamicSMemPerBlock``: the most dynamic shared
+        memory a block of ``func`` may use for ``blocks`` of them to run at once
+        on a multiprocessor (what the driver reserves per block accounted for);
+        None when the driver lacks the call (before CUDA 11)."""
+        fn = getattr(self._lib, "cuOccupancyAvailableDynamicSMemPerBlock", None)
+        if fn is None:
+            return None
+        fn.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        value = ctypes.c_size_t()
+        self._check(fn(ctypes.byref(value), func, blocks, threads), "cuOccupancyAvailableDynamicSMemPerBlock")
+        return value.value
 
 
 _driver: Optional[Driver] = None

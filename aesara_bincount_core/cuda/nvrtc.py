@@ -14,8 +14,10 @@ libraries of the pip wheels ``nvidia-cuda-nvrtc-cu12``
 ``libnvrtc.so.13`` and ``libnvrtc.so`` (found through ``LD_LIBRARY_PATH`` and
 the loader's cache); and the ``lib64`` folders of ``$CUDA_PATH``,
 ``$CUDA_HOME`` and ``/usr/local/cuda``.  :func:`load` takes the first that
-loads, skipping those newer than the driver when the driver version is given
-(code from a newer NVRTC may not load on an older driver).
+loads and, when the driver version is given, is not newer than the driver:
+code from an NVRTC of a newer CUDA major version does not load on an older
+driver (``cuModuleLoadData`` fails), so such an NVRTC counts as missing, and
+the error says so.
 
 Caching
 -------
@@ -255,13 +257,13 @@ def load(driver_version: Optional[int] = None) -> Nvrtc:
     ----------
     driver_version : int, optional
         The driver's CUDA version as ``cuDriverGetVersion`` gives it (e.g.
-        12080 for 12.8).  Libraries whose major version is newer are skipped,
-        unless none other loads.
+        12080 for 12.8).  Libraries whose major version is newer are skipped.
 
     Raises
     ------
     NvrtcError
-        No NVRTC library loads; the message lists what was tried.
+        No NVRTC library loads, or (with ``driver_version``) every one that
+        loads is newer than the driver; the message lists what was tried.
     """
     with _load_lock:
         if driver_version in _loaded:
@@ -288,7 +290,16 @@ def load(driver_version: Optional[int] = None) -> Nvrtc:
             for lib in usable
             if driver_version is None or lib.version[0] <= driver_version // 1000
         ]
-        chosen = (compatible or usable)[0]
+        if not compatible:
+            found = ", ".join(f"{lib.version[0]}.{lib.version[1]} ({lib.path})" for lib in usable)
+            raise NvrtcError(
+                f"aesara_bincount: every NVRTC found ({found}) is newer than the CUDA driver "
+                f"(CUDA {driver_version // 1000}.{driver_version % 1000 // 10}); the kernels it "
+                "compiles would not load. Install the NVRTC of the driver's CUDA major version "
+                "(`pip install nvidia-cuda-nvrtc-cu12` for a CUDA 12 driver) or set "
+                "AESARA_BINCOUNT_NVRTC to it, or update the driver"
+            )
+        chosen = compatible[0]
         _loaded[driver_version] = chosen
         return chosen
 

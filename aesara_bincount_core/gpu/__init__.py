@@ -1,7 +1,18 @@
-"""Aesara's side of the GPU: the GPU array type, the transfer Ops and :class:`GpuBincount`.
+"""Aesara's side of the GPU: the GPU array type, its variables, the transfer Ops and :class:`GpuBincount`.
 
 These modules import Aesara.  Importing them registers no rewrite (the GPU
-rewrite lives in :mod:`aesara_bincount.gpu`); importing
-:mod:`~aesara_bincount_core.gpu.type` registers Aesara's shared-variable
-constructor for CuPy arrays.  This module itself imports nothing.
+rewrite lives in :mod:`aesara_bincount.gpu`).  Modules, each importing only
+those above it:
+
+- :mod:`.type`: :class:`~.type.GpuArrayType`;
+- :mod:`.transfer`: ``HostFromGpu`` / ``GpuFromHost``, and the ``"gpu"``
+  target of Aesara's transfer registry;
+- :mod:`.var`: GPU variables, constants and shared variables, and the
+  shared-variable constructor for CuPy arrays (registered with Aesara);
+- :mod:`.op`: :class:`~.op.GpuBincount`.
+
+This package imports the first three, so that a GpuArrayType always has its
+variables, transfers and constructor, whichever of its modules is imported
+first.
 """
+from aesara_bincount_core.gpu import type, transfer, var  # noqa: F401, E402

@@ -6,10 +6,11 @@ from aesara.link.c.op import ExternalCOp
 from aesara.tensor.basic import as_tensor_variable
 
 from aesara_bincount_core import _c_code
-from aesara_bincount_core.cuda import kernels
+from aesara_bincount_core.cuda import kernels, sources
 from aesara_bincount_core.gpu.transfer import gpu_from_host, host_from_gpu
-from aesara_bincount_core.gpu.type import GpuArrayType
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.op import Bincount, check_props
+from aesara_bincount_core.semantics import reference_bincount
 
 __all__ = ["GpuBincount", "gpu_bincount"]
 
@@ -52,17 +53,28 @@ class GpuBincount(ExternalCOp):
 
     Output: GPU ``(n_bins,)`` of ``out_dtype``.
 
-    The C implementation (``c_code/bincount_cuda_host.c``) launches the
-    kernels of ``c_code/bincount_cuda_kernel.cu`` through the CUDA driver
-    API, which it loads at run time, on CuPy's current stream; ``perform``
-    runs the same kernels through :func:`aesara_bincount_core.cuda.kernels.bincount_cupy`.
-    Either synchronizes the stream once per call (the output's length
-    depends on ``max(x)``); see :mod:`aesara_bincount_core.cuda.kernels` for the
-    algorithm and launch strategy.
+    The C implementation (``c_code/bincount_cuda_host.c``) runs the one
+    launcher of the kernels (``c_code/bincount_cuda_launch.h``, which the
+    stand-alone kernel layer :func:`~aesara_bincount_core.cuda.kernels.bincount_cupy`
+    runs too) through the CUDA driver API, loaded at run time, on CuPy's
+    current stream.  It waits for the stream once per call (the output's
+    length depends on ``max(x)``), with the GIL released; a compiled function
+    then makes a second device-to-host round trip when its output goes back
+    to the host (``HostFromGpu``).  What the two cost against the 50 µs
+    target of the seed case has not been measured: no GPU has been lent yet.
 
-    Counts and integer sums are exact and wrap modulo ``2**bits``.  Float
-    weights are summed with atomics whose order varies between runs, so
-    float results can differ in the last bits from run to run.
+    ``perform`` is the reference, as for the CPU Op: it copies the inputs to
+    the host, runs :func:`~aesara_bincount_core.semantics.reference_bincount`
+    and copies the result back, so that the C and Python linkers give the
+    same results (up to the order of float additions) and a graph under the
+    Python linker checks the C code rather than repeating it.  It is slow
+    (two copies per call and NumPy on the host); only the C code is meant to
+    be timed.
+
+    Counts and integer sums are exact and wrap modulo ``2**bits``; float32
+    subnormals are kept.  Float weights are summed with atomics whose order
+    varies between runs, so float results can differ in the last bits from
+    run to run.
 
     Errors, when the compiled function runs (inputs and shared variables are
     left unchanged, the process stays usable): ``ValueError`` (a negative
@@ -82,13 +94,14 @@ class GpuBincount(ExternalCOp):
         "bincount_common.h",
         "bincount_cuda.h",
         "bincount_cuda_driver.h",
+        "bincount_cuda_launch.h",
         "gpuarray_helper.h",
         "bincount_cuda_host.c",
     )
     #: Not compiled into the Op's module, but its kernels: hashed into the version.
-    kernel_sources = (kernels.KERNEL_SOURCE,)
+    kernel_sources = (sources.KERNEL_SOURCE,)
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
-    version = 1
+    version = 2
 
     def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
@@ -106,7 +119,7 @@ class GpuBincount(ExternalCOp):
         self.load_c_code(self.func_files)
 
     def c_headers(self, **kwargs):
-        return ["bincount_common.h", "bincount_cuda.h", "bincount_cuda_driver.h", "gpuarray_helper.h"]
+        return [f for f in self.c_sources if f.endswith(".h")]
 
     def c_header_dirs(self, **kwargs):
         return [_c_code.c_code_dir()]
@@ -118,16 +131,16 @@ class GpuBincount(ExternalCOp):
         define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
         x_dtype = node.inputs[0].type.dtype
         out_dtype = node.outputs[0].type.dtype
-        acc = kernels.accumulation(out_dtype, len(node.inputs) > 2)
-        buf = np.dtype(out_dtype if acc.finish is None else acc.acc_dtype)
+        acc = sources.accumulation(out_dtype, len(node.inputs) > 2)
         flags = {
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_X_DTYPE_NAME": f'"{x_dtype}"',
             "BC_X_SIGNED": int(x_dtype.startswith("int")),
             "BC_HIST_KERNEL": f'"{acc.hist_kernel(x_dtype)}"',
             "BC_FINISH_KERNEL": f'"{acc.finish or ""}"',
-            "BC_BUF_TYPENUM": buf.num,
-            "BC_BUF_ITEMSIZE": buf.itemsize,
+            "BC_OUT_DTYPE": sources.DTYPES[out_dtype][0],
+            "BC_BUF_DTYPE": sources.DTYPES[acc.buffer_dtype][0],
+            "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
             "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
         }
         define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
@@ -153,18 +166,14 @@ class GpuBincount(ExternalCOp):
             )
 
     def perform(self, node, inputs, output_storage, params=None):
+        # The reference, on host copies (see the class docstring).
+        cp = cupy_module()
         x, n = inputs[:2]
-        weights = inputs[2] if len(inputs) > 2 else None
-        out = kernels.bincount_cupy(
-            x,
-            weights,
-            int(n),
-            self.mode,
-            node.outputs[0].type.dtype,
-            capacity_hint=getattr(node.tag, "bincount_length", None),
+        weights = cp.asnumpy(inputs[2]) if len(inputs) > 2 else None
+        out = reference_bincount(
+            cp.asnumpy(x), int(n), weights, mode=self.mode, out_dtype=node.outputs[0].type.dtype
         )
-        node.tag.bincount_length = out.shape[0]
-        output_storage[0][0] = out
+        output_storage[0][0] = cp.asarray(out)
 
     infer_shape = Bincount.infer_shape
     connection_pattern = Bincount.connection_pattern

@@ -1,7 +1,12 @@
-"""Transfer Ops between host tensors and GPU arrays."""
+"""Transfer Ops between host tensors and GPU arrays, and the ``"gpu"`` transfer target.
+
+Importing this module registers, with Aesara's ``register_transfer``, the
+target ``"gpu"``: ``tensor.transfer("gpu")`` (and
+``GpuArrayType.convert_variable`` of a tensor) is ``gpu_from_host(tensor)``.
+"""
 from aesara.graph.basic import Apply
 from aesara.graph.op import Op
-from aesara.tensor.basic import as_tensor_variable
+from aesara.tensor.basic import as_tensor_variable, register_transfer
 from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
@@ -65,3 +70,13 @@ class GpuFromHost(_Transfer):
 
 host_from_gpu = HostFromGpu()
 gpu_from_host = GpuFromHost()
+
+
+def _transfer_to_gpu(var, target):
+    """Aesara's transfer hook: a host tensor to the target ``"gpu"``."""
+    if target == "gpu" and isinstance(var.type, TensorType):
+        return gpu_from_host(var)
+    return None
+
+
+register_transfer(_transfer_to_gpu)

@@ -1,43 +1,32 @@
-"""GPU-resident Aesara variables whose values are ``cupy.ndarray`` objects.
+"""The Aesara Type of GPU values (``cupy.ndarray`` objects): :class:`GpuArrayType`.
 
 :class:`GpuArrayType` is the :class:`~aesara.tensor.type.TensorType` of the
-GPU: a dtype and a static shape.  Its variables behave like tensors in
-expressions (``x.max()``, ``x + 1``, ``bincount(x)``): converting one to a
-tensor inserts a :class:`~aesara_bincount_core.gpu.transfer.HostFromGpu`
-transfer, and the GPU rewrite removes the transfer again where a GPU Op can
-take the GPU value.
+GPU: a dtype and a static shape.  Its variables, constants and shared
+variables are in :mod:`~aesara_bincount_core.gpu.var`, the transfers to and
+from the host in :mod:`~aesara_bincount_core.gpu.transfer` (as Aesara keeps
+``TensorType`` in ``tensor/type.py`` and its variables in ``tensor/var.py``);
+this module imports neither.  A tensor is converted to this Type through
+Aesara's own transfer registry (``aesara.tensor.basic.transfer(v, "gpu")``),
+where :mod:`~aesara_bincount_core.gpu.transfer` registers the copy to the
+GPU.
 
-Shared variables: ``aesara.shared(cupy_array)`` and
-:func:`gpu_shared` (``aesara_bincount.gpu.shared``) of a NumPy or CuPy
-array give a :class:`GpuArraySharedVariable`, for every int, uint and float
-dtype.  The constructor is registered with Aesara's ``shared_constructor``
-for CuPy arrays without importing CuPy: :class:`CupyArray` recognises them by
-their class.  CuPy is imported only when a value must be made or read.
+CuPy is imported only when a value must be made or read; :class:`CupyArray`
+recognises CuPy arrays by their class without importing it.
 """
 import abc
 import importlib
 from typing import Iterable, Optional, Union
 
 import numpy as np
-from aesara.compile.sharedvalue import SharedVariable, shared_constructor
-from aesara.graph.basic import Constant, Variable
+from aesara.graph.basic import Variable
 from aesara.graph.type import HasDataType, HasShape
 from aesara.link.c.type import CType
-from aesara.tensor import _as_tensor_variable
+from aesara.tensor.basic import transfer
 from aesara.tensor.type import TensorType, dtype_specs_map
-from aesara.tensor.var import _tensor_py_operators
 
 from aesara_bincount_core import _c_code
 
-__all__ = [
-    "CupyArray",
-    "GpuArrayType",
-    "GpuArrayVariable",
-    "GpuArrayConstant",
-    "GpuArraySharedVariable",
-    "gpu_shared",
-    "cupy_module",
-]
+__all__ = ["CupyArray", "GpuArrayType", "GPU_DTYPES", "cupy_module", "host_value"]
 
 #: dtypes a GPU variable may have.
 GPU_DTYPES = (
@@ -216,8 +205,7 @@ class GpuArrayType(CType, HasDataType, HasShape):
     def filter_variable(self, other, allow_convert=True):
         """``other`` as a variable of this type, transferring a tensor to the GPU."""
         if not isinstance(other, Variable):
-            other = self.filter(other)
-            return GpuArrayConstant(self, other)
+            return self.make_constant(self.filter(other))
         if other.type == self:
             return other
         if allow_convert:
@@ -242,21 +230,22 @@ class GpuArrayType(CType, HasDataType, HasShape):
             and var.type.dtype == self.dtype
             and var.type.ndim == self.ndim
         ):
-            from aesara_bincount_core.gpu.transfer import gpu_from_host
-
-            moved = gpu_from_host(var)
+            try:
+                moved = transfer(var, "gpu")  # GpuFromHost, registered by gpu.transfer
+            except ValueError:
+                return None
             if self.is_super(moved.type):
                 return moved
         return None
 
     @staticmethod
     def values_eq(a, b, force_same_dtype=True):
-        return TensorType.values_eq(_host(a), _host(b), force_same_dtype=force_same_dtype)
+        return TensorType.values_eq(host_value(a), host_value(b), force_same_dtype=force_same_dtype)
 
     @staticmethod
     def values_eq_approx(a, b, allow_remove_inf=False, allow_remove_nan=False, rtol=None, atol=None):
         return TensorType.values_eq_approx(
-            _host(a), _host(b), allow_remove_inf, allow_remove_nan, rtol, atol
+            host_value(a), host_value(b), allow_remove_inf, allow_remove_nan, rtol, atol
         )
 
     @staticmethod
@@ -303,170 +292,8 @@ class GpuArrayType(CType, HasDataType, HasShape):
         return (1, _c_code.sources_hash(["gpuarray_helper.h"]))
 
 
-def _host(a):
+def host_value(a):
     """``a`` as a NumPy array (copied from the device if needed)."""
     if _is_cupy(a):
         return cupy_module().asnumpy(a)
     return np.asarray(a)
-
-
-class _gpu_py_operators(_tensor_py_operators):
-    """Tensor methods for GPU variables; each first moves the value to the host."""
-
-    def transfer(self, target: str):
-        """``"cpu"``: a tensor with this value (``HostFromGpu``); ``"gpu"``: itself."""
-        if target == "gpu":
-            return self
-        if target == "cpu":
-            from aesara_bincount_core.gpu.transfer import host_from_gpu
-
-            return host_from_gpu(self)
-        raise ValueError(f"unknown transfer target {target!r}; expected 'cpu' or 'gpu'")
-
-
-class GpuArrayVariable(_gpu_py_operators, Variable):
-    """A symbolic GPU array (the output of a GPU Op, or a GPU input)."""
-
-
-class GpuArrayConstantSignature(tuple):
-    """Merge key of a :class:`GpuArrayConstant`: the type and the host value."""
-
-    def __eq__(self, other):
-        if type(self) != type(other):
-            return False
-        (t0, d0), (t1, d1) = self, other
-        return t0 == t1 and d0.shape == d1.shape and np.array_equal(d0, d1, equal_nan=d0.dtype.kind == "f")
-
-    def __hash__(self):
-        t, d = self
-        return hash((type(self), t, d.shape, d.tobytes()[:256]))
-
-    def __ne__(self, other):
-        return not self == other
-
-
-class GpuArrayConstant(_gpu_py_operators, Constant):
-    """A constant GPU array."""
-
-    def signature(self):
-        return GpuArrayConstantSignature((self.type, _host(self.data)))
-
-    def __str__(self):
-        return self.name or f"GpuArrayConstant{{{_host(self.data)}}}"
-
-
-class GpuArraySharedVariable(_gpu_py_operators, SharedVariable):
-    """A shared variable whose value stays on the GPU (a ``cupy.ndarray``).
-
-    ``get_value()`` returns a NumPy copy; ``get_value(borrow=True,
-    return_internal_type=True)`` the CuPy array itself, and
-    ``return_internal_type=True`` without ``borrow`` a device copy.
-    ``set_value`` accepts NumPy or CuPy arrays (a CuPy array is copied unless
-    ``borrow=True``).  A function that fails leaves the value unchanged.
-    """
-
-    def get_value(self, borrow=False, return_internal_type=False):
-        value = self.container.value
-        if return_internal_type:
-            return value if borrow else value.copy()
-        return cupy_module().asnumpy(value)
-
-    def set_value(self, value, borrow=False):
-        if _is_cupy(value) and not borrow:
-            value = value.copy()
-        self.container.value = value
-
-    def zero(self, borrow: bool = False):
-        """Set the value to zeros (in place when ``borrow``)."""
-        if borrow:
-            self.container.value.fill(0)
-        else:
-            self.container.value = self.container.value * 0
-
-
-GpuArrayType.variable_type = GpuArrayVariable
-GpuArrayType.constant_type = GpuArrayConstant
-
-
-@shared_constructor.register(CupyArray)
-def gpu_shared(
-    value,
-    name: Optional[str] = None,
-    strict: bool = False,
-    allow_downcast: Optional[bool] = None,
-    borrow: bool = False,
-    shape=None,
-    target: Optional[str] = None,
-    broadcastable=None,
-) -> GpuArraySharedVariable:
-    """A GPU-resident shared variable holding ``value``.
-
-    ``aesara.shared(cupy_array)`` calls this (it is registered with
-    ``aesara.compile.sharedvalue.shared_constructor`` for CuPy arrays);
-    ``aesara_bincount.gpu.shared`` is this function, and also takes NumPy
-    arrays (or anything ``numpy.asarray`` accepts), which it copies to the
-    current device.
-
-    Parameters
-    ----------
-    value : cupy.ndarray or array-like
-        Any int, uint, float or bool dtype (see :data:`GPU_DTYPES`).
-    name : str, optional
-    strict, allow_downcast : bool, optional
-        As for ``aesara.shared``: rules for values assigned later.
-    borrow : bool
-        Keep a CuPy ``value`` itself instead of a copy.
-    shape : sequence of int or None, optional
-        Static shape; by default every dimension is unknown (``None``), as
-        for tensors, so the value may later change shape.
-    target : {None, "gpu"}
-        Accepted for symmetry with Aesara's tensor constructor.
-
-    Returns
-    -------
-    GpuArraySharedVariable
-
-    Raises
-    ------
-    TypeError
-        Unsupported dtype, or ``target`` other than ``"gpu"``.
-    ImportError
-        CuPy is not installed.
-    """
-    if target not in (None, "gpu"):
-        raise TypeError(f"gpu_shared: target must be 'gpu', got {target!r}")
-    if broadcastable is not None and shape is None:
-        shape = broadcastable
-    if _is_cupy(value):
-        if not borrow:
-            value = value.copy()
-    else:
-        value = np.asarray(value)
-        if value.dtype.name not in GPU_DTYPES:
-            raise TypeError(f"gpu_shared: unsupported dtype {value.dtype.name}")
-        value = cupy_module().asarray(value)
-    if shape is None:
-        shape = (None,) * value.ndim
-    else:
-        shape = tuple(1 if s is True else None if s is False else s for s in shape)
-    gtype = GpuArrayType(value.dtype, shape=shape)
-    return GpuArraySharedVariable(
-        type=gtype, value=value, strict=strict, allow_downcast=allow_downcast, name=name
-    )
-
-
-@_as_tensor_variable.register(_gpu_py_operators)
-def _as_tensor_gpu_variable(x, name, ndim, **kwargs):
-    """A GPU variable used as a tensor: move it to the host."""
-    from aesara.tensor.basic import as_tensor_variable
-
-    from aesara_bincount_core.gpu.transfer import host_from_gpu
-
-    return as_tensor_variable(host_from_gpu(x), name=name, ndim=ndim, **kwargs)
-
-
-@_as_tensor_variable.register(CupyArray)
-def _as_tensor_cupy_array(x, name, ndim, **kwargs):
-    """A CuPy array used as a tensor: a GPU constant moved to the host."""
-    gtype = GpuArrayType(x.dtype, shape=x.shape)
-    return _as_tensor_gpu_variable(GpuArrayConstant(gtype, x, name=name), name, ndim, **kwargs)

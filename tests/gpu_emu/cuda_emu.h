@@ -11,13 +11,21 @@
  * insist on the full-warp mask, which is all the kernels use.  Atomics are
  * GCC __atomic builtins; dynamic shared memory is filled with garbage
  * before each block starts, so a kernel that forgets to zero it is caught.
+ * Like the hardware's atom.global.add.f32, a float atomicAdd on global memory
+ * flushes subnormal inputs and results to zero (shared-memory float atomics
+ * and double atomics keep them), so a kernel that relies on it for float32
+ * sums loses subnormals here as it would on a GPU.  Streaming loads (__ldcs)
+ * are counted by their width (emu::load_counts), so that a test can tell the
+ * vector path from the element-by-element one.
  *
  * Test code only (C++20, g++): it is not part of the package.
  */
 #ifndef BC_CUDA_EMU_H
 #define BC_CUDA_EMU_H
 
+#include <atomic>
 #include <barrier>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +78,25 @@ struct thread_state {
 
 inline thread_local thread_state self;
 inline thread_local bool in_kernel = false;
+
+/* __ldcs calls, by the width of what they load (1 ... 16 bytes). */
+inline std::atomic<long long> load_counts[17];
+
+/* Whether p lies in the calling block's dynamic shared memory. */
+inline bool in_shared(const void *p)
+{
+    if (self.blk == nullptr)
+        return false;
+    const char *lo = reinterpret_cast<const char *>(self.blk->shared.data());
+    const char *c = reinterpret_cast<const char *>(p);
+    return c >= lo && c < lo + self.blk->shared.size() * 8;
+}
+
+/* v, or a zero of its sign when it is subnormal (flush-to-zero). */
+inline float flush(float v)
+{
+    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
 
 [[noreturn]] inline void die(const char *what)
 {
@@ -167,7 +194,19 @@ inline void __threadfence()
 
 template <typename T> inline T __ldcs(const T *p)
 {
+    static_assert(sizeof(T) <= 16, "load wider than 16 bytes");
+    emu::load_counts[sizeof(T)].fetch_add(1, std::memory_order_relaxed);
     return *p;
+}
+
+inline unsigned int __float_as_uint(float v)
+{
+    return emu::from_bits<unsigned int>(emu::to_bits(v));
+}
+
+inline float __uint_as_float(unsigned int v)
+{
+    return emu::from_bits<float>(v);
 }
 
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
@@ -203,17 +242,30 @@ template <typename T> inline T atomicAdd(T *p, T v)
 {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomicAdd on 4- or 8-byte words only");
     if constexpr (std::is_floating_point_v<T>) {
-        /* float, double: compare-and-swap on the bits */
+        /* float, double: compare-and-swap on the bits; a global float add
+         * flushes subnormals as atom.global.add.f32 does */
+        const bool ftz = std::is_same_v<T, float> && !emu::in_shared(p);
         T old, desired;
         __atomic_load(p, &old, __ATOMIC_RELAXED);
         do {
-            desired = old + v;
+            if constexpr (std::is_same_v<T, float>)
+                desired = ftz ? emu::flush(emu::flush(old) + emu::flush(v)) : old + v;
+            else
+                desired = old + v;
         } while (!__atomic_compare_exchange(p, &old, &desired, false, __ATOMIC_RELAXED,
                                             __ATOMIC_RELAXED));
         return old;
     } else {
         return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
     }
+}
+
+template <typename T> inline T atomicCAS(T *p, T compare, T value)
+{
+    static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
+                  "atomicCAS on 4- or 8-byte integers only");
+    __atomic_compare_exchange_n(p, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return compare;
 }
 
 inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)

@@ -4,13 +4,32 @@
  * test-suite on machines without a GPU.
  *
  * It implements the driver API calls that aesara_bincount makes (through
- * ctypes in aesara_bincount/gpu/driver.py and through dlopen in
- * c_code/bincount_cuda_host.c), with "device pointers" that are host
+ * ctypes in aesara_bincount_core/cuda/driver.py and through dlopen in
+ * c_code/bincount_cuda_driver.h), with "device pointers" that are host
  * pointers (the fake CuPy of tests/gpu_emu/fakecupy allocates NumPy memory).
  * It checks what the real driver checks that matters here: block shape,
  * dynamic shared memory against the function's limit, module images that
- * look like CUBIN or PTX, kernel names.  It counts calls, so that tests can
- * check the number of synchronizations, and it can be told to fail a call.
+ * look like CUBIN or PTX, kernel names, and that a function is launched in
+ * the context whose module it came from.
+ *
+ * Devices and contexts: FAKE_CUDA_DEVICES devices (default 2), each with one
+ * context; a thread's current device is 0 until fake_cuda_set_device (the
+ * fake CuPy's cupy.cuda.Device) changes it.
+ *
+ * Occupancy: a multiprocessor has FAKE_CUDA_SHARED_PER_SM bytes of shared
+ * memory, of which the driver keeps FAKE_CUDA_BLOCK_RESERVE (default 1024,
+ * as sm_90 does) per resident block, and runs at most
+ * FAKE_CUDA_MAX_BLOCKS_PER_SM (default 2, what 64 registers per thread allow
+ * for 512-thread blocks) blocks of a histogram kernel.
+ *
+ * Streams: kernels and copies run when they are queued; cuStreamSynchronize
+ * runs the host functions queued with cuLaunchHostFunc on a thread of its
+ * own, as the driver does, and waits for them, and can be told to wait for
+ * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
+ * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
+ *
+ * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
+ * held synchronizations, load counts.
  *
  * Test code only (C++20, g++).
  */
@@ -18,6 +37,9 @@
 
 #include "bincount_cuda_kernel.cu"
 
+#include <chrono>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,7 +48,17 @@ typedef int CUresult;
 
 namespace {
 
-enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500, ERR_INVALID_IMAGE = 200 };
+enum {
+    OK = 0,
+    ERR_INVALID_VALUE = 1,
+    ERR_INVALID_IMAGE = 200,
+    ERR_INVALID_CONTEXT = 201,
+    ERR_INVALID_HANDLE = 400,
+    ERR_NOT_FOUND = 500,
+    ERR_LAUNCH_TIMEOUT = 702,
+};
+
+constexpr int MAX_DEVICES = 8;
 
 struct kernel_entry {
     const char *name;
@@ -48,16 +80,66 @@ const kernel_entry kernels[] = {
 };
 #undef H
 #undef HX
+constexpr int N_KERNELS = sizeof(kernels) / sizeof(kernels[0]);
+
+/* A function handle: a kernel in the module of one device's context. */
+struct function_entry {
+    const kernel_entry *kernel;
+    int device;
+};
+struct context_entry {
+    int device;
+};
+struct module_entry {
+    int device;
+};
+
+function_entry functions[MAX_DEVICES][N_KERNELS];
+context_entry contexts[MAX_DEVICES];
+module_entry modules[MAX_DEVICES];
+bool tables_ready = false;
 
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
 long long counters[8];                          /* see fake_cuda_counters */
 int fail_call = -1, fail_code = 0;
+thread_local int current_device = 0;
+
+/* Held synchronizations and host functions. */
+std::condition_variable sync_cv;
+bool hold_syncs = false;
+int syncs_waiting = 0;
+struct host_func {
+    void (*fn)(void *);
+    void *data;
+};
+std::vector<host_func> host_funcs;
+constexpr auto WAIT_LIMIT = std::chrono::seconds(30);
 
 int env_int(const char *name, int fallback)
 {
     const char *v = std::getenv(name);
     return v && *v ? std::atoi(v) : fallback;
+}
+
+int device_count()
+{
+    const int n = env_int("FAKE_CUDA_DEVICES", 2);
+    return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+
+void make_tables()
+{
+    std::lock_guard<std::mutex> g(lock);
+    if (tables_ready)
+        return;
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        contexts[d].device = d;
+        modules[d].device = d;
+        for (int i = 0; i < N_KERNELS; i++)
+            functions[d][i] = {&kernels[i], d};
+    }
+    tables_ready = true;
 }
 
 /* Fail this call if the test asked for it (once). */
@@ -71,12 +153,70 @@ bool injected(int which, CUresult *code)
     return true;
 }
 
+int shared_per_sm()
+{
+    return env_int("FAKE_CUDA_SHARED_PER_SM", 233472);
+}
+
+int shared_optin()
+{
+    return env_int("FAKE_CUDA_SHARED_OPTIN", 232448);
+}
+
+int block_reserve()
+{
+    return env_int("FAKE_CUDA_BLOCK_RESERVE", 1024);
+}
+
+/* Blocks of `threads` threads and `shared` dynamic shared bytes that fit on
+ * one multiprocessor. */
+int resident_blocks(int threads, long long shared)
+{
+    int blocks = env_int("FAKE_CUDA_MAX_BLOCKS_PER_SM", 2);
+    if (threads > 0 && 2048 / threads < blocks)
+        blocks = 2048 / threads;
+    const long long by_shared = shared_per_sm() / (shared + block_reserve());
+    return by_shared < blocks ? (int)by_shared : blocks;
+}
+
+const function_entry *as_function(void *func)
+{
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (func >= (void *)&functions[d][0] && func < (void *)&functions[d][N_KERNELS])
+            return (const function_entry *)func;
+    }
+    return nullptr;
+}
+
+/* Run the queued host functions on a thread of their own, as the driver
+ * does; false when they do not finish within WAIT_LIMIT. */
+bool run_host_funcs()
+{
+    std::vector<host_func> queued;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        queued.swap(host_funcs);
+    }
+    if (queued.empty())
+        return true;
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> finished = done->get_future();
+    std::thread([queued, done]() {
+        for (const host_func &h : queued)
+            h.fn(h.data);
+        done->set_value();
+    }).detach();
+    return finished.wait_for(WAIT_LIMIT) == std::future_status::ready;
+}
+
 } /* namespace */
 
 extern "C" {
 
 /* Test API: counters[0] launches, [1] stream synchronizations, [2] device-to-host
- * copies, [3] memsets, [4] device-to-device copies, [5] module loads. */
+ * copies, [3] memsets, [4] device-to-device copies, [5] module loads, [6] histogram
+ * launches with more blocks than run at once (a second wave), [7] the dynamic shared
+ * memory of the last histogram launch. */
 void fake_cuda_counters(long long *out)
 {
     std::lock_guard<std::mutex> g(lock);
@@ -93,8 +233,40 @@ void fake_cuda_fail_next(int which, int code)
     fail_code = code;
 }
 
+/* Test API: the calling thread's current device (its context). */
+void fake_cuda_set_device(int device)
+{
+    current_device = device;
+}
+
+/* Test API: while `on`, every stream synchronization waits (at most 30 s)
+ * until it is turned off. */
+void fake_cuda_hold_syncs(int on)
+{
+    {
+        std::lock_guard<std::mutex> g(lock);
+        hold_syncs = on != 0;
+    }
+    sync_cv.notify_all();
+}
+
+/* Test API: synchronizations waiting now. */
+int fake_cuda_syncs_waiting(void)
+{
+    std::lock_guard<std::mutex> g(lock);
+    return syncs_waiting;
+}
+
+/* Test API: __ldcs calls of the kernels by width in bytes (out[1] ... out[16]). */
+void fake_cuda_load_counts(long long *out)
+{
+    for (int i = 0; i < 17; i++)
+        out[i] = emu::load_counts[i].load();
+}
+
 CUresult cuInit(unsigned flags)
 {
+    make_tables();
     return flags == 0 ? OK : ERR_INVALID_VALUE;
 }
 
@@ -106,31 +278,65 @@ CUresult cuDriverGetVersion(int *version)
 
 CUresult cuGetErrorName(CUresult code, const char **name)
 {
-    *name = code == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+    switch (code) {
+    case 2:
+        *name = "CUDA_ERROR_OUT_OF_MEMORY";
+        break;
+    case ERR_INVALID_CONTEXT:
+        *name = "CUDA_ERROR_INVALID_CONTEXT";
+        break;
+    case ERR_INVALID_HANDLE:
+        *name = "CUDA_ERROR_INVALID_HANDLE";
+        break;
+    case ERR_LAUNCH_TIMEOUT:
+        *name = "CUDA_ERROR_LAUNCH_TIMEOUT";
+        break;
+    default:
+        *name = "CUDA_ERROR_FAKE";
+    }
     return OK;
 }
 
 CUresult cuGetErrorString(CUresult code, const char **text)
 {
-    *text = code == 2 ? "out of memory" : "an error injected by the fake driver";
+    switch (code) {
+    case 2:
+        *text = "out of memory";
+        break;
+    case ERR_INVALID_HANDLE:
+        *text = "a function of another context";
+        break;
+    case ERR_LAUNCH_TIMEOUT:
+        *text = "the fake driver waited 30 s for the stream";
+        break;
+    default:
+        *text = "an error injected by the fake driver";
+    }
+    return OK;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    *count = device_count();
     return OK;
 }
 
 CUresult cuCtxGetCurrent(void **ctx)
 {
-    *ctx = (void *)0x1;
+    make_tables();
+    *ctx = &contexts[current_device];
     return OK;
 }
 
 CUresult cuCtxGetDevice(int *dev)
 {
-    *dev = 0;
+    *dev = current_device;
     return OK;
 }
 
 CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
 {
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count())
         return ERR_INVALID_VALUE;
     switch (attribute) {
     case 16: /* multiprocessors */
@@ -143,10 +349,10 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
         *value = env_int("FAKE_CUDA_CC", 90) % 10;
         return OK;
     case 81: /* shared memory per multiprocessor */
-        *value = env_int("FAKE_CUDA_SHARED_PER_SM", 233472);
+        *value = shared_per_sm();
         return OK;
     case 97: /* opt-in shared memory per block */
-        *value = env_int("FAKE_CUDA_SHARED_OPTIN", 232448);
+        *value = shared_optin();
         return OK;
     default:
         return ERR_INVALID_VALUE;
@@ -156,7 +362,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int dev)
 CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
 {
     *bytes = (size_t)env_int("FAKE_CUDA_TOTAL_MEM_MB", 1024) << 20;
-    return dev == 0 ? OK : ERR_INVALID_VALUE;
+    return dev >= 0 && dev < device_count() ? OK : ERR_INVALID_VALUE;
 }
 
 CUresult cuModuleLoadData(void **module, const void *image)
@@ -166,19 +372,21 @@ CUresult cuModuleLoadData(void **module, const void *image)
     const bool ptx = std::strstr(p, ".version") != nullptr && std::strstr(p, ".target") != nullptr;
     if (!cubin && !ptx)
         return ERR_INVALID_IMAGE;
+    make_tables();
     std::lock_guard<std::mutex> g(lock);
     counters[5]++;
-    *module = (void *)0x2;
+    *module = &modules[current_device];
     return OK;
 }
 
 CUresult cuModuleGetFunction(void **func, void *module, const char *name)
 {
-    if (module != (void *)0x2)
+    const module_entry *m = (const module_entry *)module;
+    if (m < &modules[0] || m >= &modules[MAX_DEVICES])
         return ERR_INVALID_VALUE;
-    for (const kernel_entry &k : kernels) {
-        if (std::strcmp(k.name, name) == 0) {
-            *func = (void *)&k;
+    for (int i = 0; i < N_KERNELS; i++) {
+        if (std::strcmp(kernels[i].name, name) == 0) {
+            *func = &functions[m->device][i];
             return OK;
         }
     }
@@ -187,12 +395,45 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
 
 CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 {
-    if (attribute != 8) /* only the dynamic shared memory limit is used */
+    if (attribute != 8 || as_function(func) == nullptr) /* only the dynamic shared memory limit */
         return ERR_INVALID_VALUE;
-    if (value < 0 || value > env_int("FAKE_CUDA_SHARED_OPTIN", 232448))
+    if (value < 0 || value > shared_optin())
         return ERR_INVALID_VALUE;
     std::lock_guard<std::mutex> g(lock);
     max_dynamic_shared[func] = value;
+    return OK;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, int threads,
+                                                     size_t shared)
+{
+    if (as_function(func) == nullptr || threads <= 0)
+        return ERR_INVALID_VALUE;
+    {
+        /* A block asking more than the function is allowed cannot run at all. */
+        std::lock_guard<std::mutex> g(lock);
+        auto it = max_dynamic_shared.find(func);
+        const long long allowed = it == max_dynamic_shared.end() ? 48 * 1024 : it->second;
+        if ((long long)shared > allowed) {
+            *blocks = 0;
+            return OK;
+        }
+    }
+    *blocks = resident_blocks(threads, (long long)shared);
+    return OK;
+}
+
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *func, int blocks,
+                                                 int threads)
+{
+    if (as_function(func) == nullptr || blocks <= 0 || threads <= 0)
+        return ERR_INVALID_VALUE;
+    long long avail = 0;
+    if (resident_blocks(threads, 0) >= blocks) {
+        avail = shared_per_sm() / blocks - block_reserve();
+        avail = avail < 0 ? 0 : avail > shared_optin() ? shared_optin() : avail;
+    }
+    *bytes = (size_t)avail;
     return OK;
 }
 
@@ -204,14 +445,14 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     (void)stream;
     if (injected(0, &code))
         return code;
-    const kernel_entry *k = (const kernel_entry *)func;
-    bool known = false;
-    for (const kernel_entry &e : kernels)
-        known |= &e == k;
-    if (!known || params == nullptr || extra != nullptr)
+    const function_entry *f = as_function(func);
+    if (f == nullptr || params == nullptr || extra != nullptr)
         return ERR_INVALID_VALUE;
+    if (f->device != current_device)
+        return ERR_INVALID_HANDLE; /* a function of another context */
     if (gx == 0 || gy != 1 || gz != 1 || bx != BC_CUDA_THREADS || by != 1 || bz != 1)
         return ERR_INVALID_VALUE;
+    const kernel_entry *k = f->kernel;
     {
         std::lock_guard<std::mutex> g(lock);
         auto it = max_dynamic_shared.find(func);
@@ -219,6 +460,13 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         if ((int)shared > limit)
             return ERR_INVALID_VALUE;
         counters[0]++;
+        if (!k->finish) {
+            const long long wave = (long long)env_int("FAKE_CUDA_SMS", 2) *
+                                   resident_blocks((int)bx, (long long)shared);
+            if ((long long)gx > wave)
+                counters[6]++;
+            counters[7] = shared;
+        }
     }
     if (k->finish)
         emu::launch((void (*)(bc_finish_params))k->fn, *(const bc_finish_params *)params[0], gx, bx,
@@ -265,13 +513,30 @@ CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, si
     return OK;
 }
 
+CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
+{
+    (void)stream;
+    if (fn == nullptr)
+        return ERR_INVALID_VALUE;
+    std::lock_guard<std::mutex> g(lock);
+    host_funcs.push_back({fn, data});
+    return OK;
+}
+
 CUresult cuStreamSynchronize(void *stream)
 {
     CUresult code;
     (void)stream;
     if (injected(3, &code))
         return code;
-    std::lock_guard<std::mutex> g(lock);
+    if (!run_host_funcs())
+        return ERR_LAUNCH_TIMEOUT;
+    std::unique_lock<std::mutex> g(lock);
+    syncs_waiting++;
+    const bool released = sync_cv.wait_for(g, WAIT_LIMIT, [] { return !hold_syncs; });
+    syncs_waiting--;
+    if (!released)
+        return ERR_LAUNCH_TIMEOUT;
     counters[1]++;
     return OK;
 }
@@ -281,6 +546,12 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
     (void)flags;
     *p = std::calloc(1, bytes);
     return *p ? OK : 2;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    std::free(p);
+    return OK;
 }
 
 } /* extern "C" */

@@ -6,29 +6,101 @@ at tests/gpu_emu's fake libcuda, the CUDA kernels run on CPU threads over
 this memory.  ``get()`` counts as a synchronization (``counters["sync"]``).
 ``FAKE_CUPY_MAX_BYTES`` makes bigger allocations raise ``OutOfMemoryError``
 (a ``MemoryError``), as CuPy's memory pool does.
+
+Memory comes from a pool that behaves as CuPy's stream-ordered pool would,
+made to catch a use after release: when the last array over a block goes
+away, the block is filled with the byte 0xDB ("poisoned") at once and goes
+back to the pool, which hands it out again, most recently freed first, to a
+later allocation on the same device and stream.  Work runs when it is queued
+here (the fake driver runs a kernel or a copy inside the call that queues
+it), so an operation queued after its buffer was released reads poison, as
+a GPU would read whatever the pool's next user wrote.
+
+Devices: ``cupy.cuda.Device(i)`` (``FAKE_CUDA_DEVICES`` of them, default 2)
+sets the calling thread's current device, here and in the fake driver
+(``fake_cuda_set_device``); an array records the device it was made on.
+
+Test hooks: ``alloc_hooks``, callables run at every allocation (Python code
+that runs in the middle of a call, as a garbage collection would).
 """
+import ctypes
 import os
+import threading
+import weakref
 
 import numpy as _np
 
 __version__ = "0.0.fake"
 
-counters = {"sync": 0, "alloc": 0}
+
+
+class _Counters(dict):
+    """``counters["sync"]`` counts every wait for the device: CuPy's own
+    (``get()``, ``synchronize()``) and the fake driver's stream
+    synchronizations (the launcher's read-back)."""
+
+    @staticmethod
+    def _driver_syncs() -> int:
+        lib = _driver()
+        if lib is None or not hasattr(lib, "fake_cuda_counters"):
+            return 0
+        out = (ctypes.c_longlong * 8)()
+        lib.fake_cuda_counters(out)
+        return out[1]
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        return value + self._driver_syncs() if key == "sync" else value
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value - self._driver_syncs() if key == "sync" else value)
+
+
+counters = _Counters(sync=0, alloc=0)
+#: Callables run (without arguments) at every allocation from the pool.
+alloc_hooks = []
+#: The byte freed memory is filled with.
+POISON = 0xDB
+
+_local = threading.local()
+
+
+def _current_device() -> int:
+    return getattr(_local, "device", 0)
+
+
+def _driver():
+    """The fake libcuda (None when this fake CuPy is used without it)."""
+    path = os.environ.get("AESARA_BINCOUNT_LIBCUDA")
+    if not path:
+        return None
+    lib = getattr(_driver, "lib", None)
+    if lib is None:
+        lib = _driver.lib = ctypes.CDLL(path)
+    return lib
+
+
+def _set_device(device: int) -> None:
+    _local.device = device
+    lib = _driver()
+    if lib is not None and hasattr(lib, "fake_cuda_set_device"):
+        lib.fake_cuda_set_device(device)
 
 
 class _Memory:
     def __init__(self, array):
         self.ptr = array.__array_interface__["data"][0]
-        self.device_id = 0
+        self.device_id = getattr(array, "_device", 0)
 
     def copy_from_device_async(self, src, nbytes, stream=None):
-        import ctypes
-
         ctypes.memmove(self.ptr, src.ptr, nbytes)
 
 
 class ndarray(_np.ndarray):
     """A "device" array: NumPy memory with CuPy's attributes."""
+
+    def __array_finalize__(self, obj):
+        self._device = getattr(obj, "_device", _current_device())
 
     @property
     def data(self):
@@ -36,7 +108,7 @@ class ndarray(_np.ndarray):
 
     @property
     def device(self):
-        return cuda.Device(0)
+        return cuda.Device(self._device)
 
     def get(self, stream=None):
         counters["sync"] += 1
@@ -46,6 +118,78 @@ class ndarray(_np.ndarray):
         return super().__array_function__(func, types, args, kwargs)
 
 
+class _Block:
+    """An allocation of the pool, which numpy arrays view."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+    def __init__(self, raw):
+        self.__array_interface__ = {
+            "shape": raw.shape,
+            "typestr": "|u1",
+            "data": (raw.__array_interface__["data"][0], False),
+            "version": 3,
+        }
+
+
+class _Pool:
+    """Device memory handed out and taken back as a stream-ordered pool does."""
+
+    #: Free memory kept for reuse; beyond it the oldest free blocks are dropped.
+    KEEP_BYTES = 256 << 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free = {}  # (device, stream, size class) -> [raw block], newest last
+        self._order = {}  # id(raw block) -> (key, raw block), oldest first
+        self._free_bytes = 0
+
+    @staticmethod
+    def _size_class(nbytes: int) -> int:
+        size = 256
+        while size < nbytes:
+            size *= 2
+        return size
+
+    def malloc(self, nbytes: int):
+        """A new array of ``nbytes`` bytes (uint8) over pool memory."""
+        for hook in list(alloc_hooks):
+            hook()
+        key = (_current_device(), cuda.get_current_stream().ptr, self._size_class(nbytes))
+        with self._lock:
+            blocks = self._free.get(key)
+            raw = blocks.pop() if blocks else None
+            if raw is not None:
+                del self._order[id(raw)]
+                self._free_bytes -= raw.nbytes
+        if raw is None:
+            raw = _np.empty(key[2], dtype=_np.uint8)
+        block = _Block(raw)
+        weakref.finalize(block, self._release, key, raw)
+        return _np.asarray(block)[:nbytes]
+
+    def _release(self, key, raw):
+        raw[...] = POISON
+        with self._lock:
+            self._free.setdefault(key, []).append(raw)
+            self._order[id(raw)] = (key, raw)
+            self._free_bytes += raw.nbytes
+            while self._free_bytes > self.KEEP_BYTES and self._order:
+                old_key, old = self._order.pop(next(iter(self._order)))
+                blocks = self._free[old_key]
+                blocks[:] = [b for b in blocks if b is not old]
+                self._free_bytes -= old.nbytes
+
+    def free_all_blocks(self):
+        with self._lock:
+            self._free.clear()
+            self._order.clear()
+            self._free_bytes = 0
+
+
+_pool = _Pool()
+
+
 class cuda:  # noqa: N801 - mirrors the cupy.cuda module
     class memory:  # noqa: N801
         class OutOfMemoryError(MemoryError):
@@ -53,16 +197,20 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
 
     class Device:
         def __init__(self, device=None):
-            self.id = 0 if device is None else int(device)
+            self.id = _current_device() if device is None else int(device)
+            self._previous = []
 
         def __enter__(self):
+            self._previous.append(_current_device())
+            _set_device(self.id)
             return self
 
         def __exit__(self, *exc):
+            _set_device(self._previous.pop())
             return False
 
         def use(self):
-            pass
+            _set_device(self.id)
 
     class _Stream:
         ptr = 0
@@ -70,14 +218,25 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
         def synchronize(self):
             counters["sync"] += 1
 
+        def launch_host_func(self, callback, arg):
+            """Queue ``callback(arg)`` on the stream (run by the fake driver's
+            next synchronization, on a thread of its own)."""
+            lib = _driver()
+            func_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+            thunk = func_type(lambda _: callback(arg))
+            _host_funcs.append(thunk)  # kept alive: the driver calls it later
+            lib.cuLaunchHostFunc.argtypes = [ctypes.c_void_p, func_type, ctypes.c_void_p]
+            if lib.cuLaunchHostFunc(None, thunk, None) != 0:
+                raise RuntimeError("cuLaunchHostFunc failed")
+
     class runtime:  # noqa: N801
         @staticmethod
         def getDevice():
-            return 0
+            return _current_device()
 
         @staticmethod
         def setDevice(device):
-            pass
+            _set_device(int(device))
 
         @staticmethod
         def free(ptr):
@@ -85,7 +244,7 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
 
         @staticmethod
         def getDeviceCount():
-            return 1
+            return int(os.environ.get("FAKE_CUDA_DEVICES", "2") or 2)
 
         @staticmethod
         def getDeviceProperties(device):
@@ -115,6 +274,9 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
         return (end.t - start.t) * 1e3
 
 
+_host_funcs = []
+
+
 def _check(nbytes):
     limit = int(os.environ.get("FAKE_CUPY_MAX_BYTES", "0") or 0)
     if limit and nbytes > limit:
@@ -122,36 +284,43 @@ def _check(nbytes):
     counters["alloc"] += 1
 
 
-def _device(a):
+def _new(shape, dtype, order="C"):
+    """An uninitialised device array from the pool."""
+    dtype = _np.dtype(dtype)
+    shape = (shape,) if _np.isscalar(shape) else tuple(shape)
+    count = int(_np.prod(shape, dtype=_np.int64))
+    _check(count * dtype.itemsize)
+    raw = _pool.malloc(count * dtype.itemsize)
+    a = raw.view(dtype).reshape(shape, order=order)
     return a.view(ndarray)
 
 
 def empty(shape, dtype=float, order="C"):
-    dtype = _np.dtype(dtype)
-    _check(int(_np.prod(shape)) * dtype.itemsize)
-    # Fill with garbage so that code relying on zeroed memory fails.
-    a = _np.empty(shape, dtype=dtype, order=order)
+    a = _new(shape, dtype, order)
+    # Garbage, so that code relying on zeroed memory fails.
     a.view(_np.uint8)[...] = 0xA7
-    return _device(a)
+    return a
 
 
 def zeros(shape, dtype=float, order="C"):
-    dtype = _np.dtype(dtype)
-    _check(int(_np.prod(shape)) * dtype.itemsize)
-    return _device(_np.zeros(shape, dtype=dtype, order=order))
+    a = _new(shape, dtype, order)
+    a[...] = 0
+    return a
 
 
 def asarray(a, dtype=None):
     if isinstance(a, ndarray) and (dtype is None or a.dtype == dtype):
         return a
-    a = _np.asarray(a, dtype=dtype)
-    _check(a.nbytes)
-    return _device(_np.array(a, copy=True))
+    host = _np.asarray(a, dtype=dtype)
+    out = _new(host.shape, host.dtype)
+    out[...] = host
+    return out
 
 
 def array(a, dtype=None, copy=True):
-    a = _np.array(a, dtype=dtype, copy=copy)
-    return _device(a)
+    if isinstance(a, ndarray) and not copy and (dtype is None or a.dtype == dtype):
+        return a
+    return asarray(_np.array(a, dtype=dtype, copy=True))
 
 
 def asnumpy(a):
@@ -167,11 +336,11 @@ def shares_memory(a, b):
 
 
 def arange(*args, **kwargs):
-    return _device(_np.arange(*args, **kwargs))
+    return asarray(_np.arange(*args, **kwargs))
 
 
 def full(shape, value, dtype=None):
-    return _device(_np.full(shape, value, dtype=dtype))
+    return asarray(_np.full(shape, value, dtype=dtype))
 
 
 def empty_like(a):
@@ -179,16 +348,11 @@ def empty_like(a):
 
 
 def bincount(x, weights=None, minlength=0):
-    return _device(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
-
-
-class _Pool:
-    def free_all_blocks(self):
-        pass
+    return asarray(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
 
 
 def get_default_memory_pool():
-    return _Pool()
+    return _pool
 
 
 uint8 = _np.uint8

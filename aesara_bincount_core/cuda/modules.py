@@ -1,0 +1,199 @@
+"""The kernels loaded in each CUDA context, and the figures that size their launches.
+
+Part of the stand-alone kernel layer.  A module (the kernels for one dtype of
+x, :func:`sources.compile_module`) is compiled once per device architecture
+(NVRTC, cached on disk) and loaded once per CUDA context; both the kernel
+layer's launcher and the host C code of the GpuBincount Op
+(:func:`c_kernel_handles`) take their kernels from here, keyed by the
+context current on the calling thread.
+
+Sizing a histogram kernel's launch (:class:`Kernels`): the plan wants
+``BC_CUDA_BLOCKS_PER_SM`` blocks resident per multiprocessor, each with its
+share of the multiprocessor's shared memory.  The driver keeps some shared
+memory per resident block (1 KB on sm_80 and sm_90) and the kernel's
+registers may allow fewer blocks, so the share is asked of the occupancy
+calculator (``cuOccupancyAvailableDynamicSMemPerBlock``) and checked with
+``cuOccupancyMaxActiveBlocksPerMultiprocessor``; when the blocks do not fit,
+the plan takes one block per multiprocessor fewer.
+"""
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from aesara_bincount_core.cuda import driver as _driver
+from aesara_bincount_core.cuda import nvrtc
+from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module
+
+__all__ = ["DeviceModule", "Kernels", "device_module", "kernels_for", "c_kernel_handles", "shared_budget"]
+
+
+def shared_budget(optin_per_block: int, per_multiprocessor: int, blocks_per_sm: int) -> int:
+    """Bytes of shared memory one block may use when ``blocks_per_sm`` share a
+    multiprocessor, from the device's attributes (before the occupancy check)."""
+    share = per_multiprocessor // blocks_per_sm - CONSTANTS["SHARED_RESERVE"]
+    return max(0, min(optin_per_block, share)) // 16 * 16
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The kernels one call launches, in one context (``bc_cuda_kernels`` in C).
+
+    Attributes
+    ----------
+    context, hist, finish : int
+        ``CUcontext`` and ``CUfunction`` handles (``finish`` 0 when none).
+    resident_blocks : int
+        Blocks of ``hist`` that run at once on the device.
+    shared_budget : int
+        Bytes of dynamic shared memory a block of ``hist`` may use.
+    total_memory : int
+        Bytes of device memory.
+    """
+
+    context: int
+    hist: int
+    finish: int
+    resident_blocks: int
+    shared_budget: int
+    total_memory: int
+
+
+@dataclass
+class DeviceModule:
+    """The kernels for one dtype of x, loaded in one CUDA context."""
+
+    context: int
+    device: int
+    multiprocessors: int
+    optin_per_block: int
+    shared_per_multiprocessor: int
+    total_memory: int
+    module: int
+    #: name -> (CUfunction, resident blocks, shared budget); the latter two
+    #: are 0 for the finish kernels.
+    functions: Dict[str, Tuple[int, int, int]] = field(default_factory=dict)
+
+
+_modules: Dict[Tuple[int, str], DeviceModule] = {}
+_lock = threading.Lock()
+
+
+def _current_context(drv) -> int:
+    ctx = drv.current_context()
+    if not ctx:
+        # No context on this thread yet: let the CUDA runtime (CuPy) create
+        # the primary context of the current device, as its own calls would.
+        import cupy
+
+        cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+        cupy.cuda.runtime.free(0)
+        ctx = drv.current_context()
+    if not ctx:
+        raise _driver.CudaDriverError("no CUDA context could be made current")
+    return ctx
+
+
+def device_module(x_dtype: str) -> DeviceModule:
+    """The kernels for ``x_dtype`` in the current context, compiled and loaded once.
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+        No NVRTC (or one newer than the driver), no driver, a failed load.
+    """
+    drv = _driver.driver()
+    ctx = _current_context(drv)
+    key = (ctx, x_dtype)
+    with _lock:
+        mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        dev = drv.current_device()
+        cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        image = compile_module(x_dtype, cc, nvrtc.load(drv.version))
+        mod = DeviceModule(
+            context=ctx,
+            device=dev,
+            multiprocessors=drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+            optin_per_block=drv.attribute(
+                _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev
+            ),
+            shared_per_multiprocessor=drv.attribute(
+                _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev
+            ),
+            total_memory=drv.total_memory(dev),
+            module=drv.load_module(image.data),
+        )
+        _modules[key] = mod
+        return mod
+
+
+def _size_hist(drv, mod: DeviceModule, func: int) -> Tuple[int, int]:
+    """(resident blocks, shared budget) of a histogram kernel (module docstring);
+    leaves the kernel allowed exactly that budget."""
+    limit = _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    # Allowed the most any candidate asks, so that the calculator weighs them all.
+    drv.set_function_attribute(
+        func, limit, shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, 1)
+    )
+    found = mod.multiprocessors, 0  # not even one block with shared memory: global only
+    for per_sm in range(CONSTANTS["BLOCKS_PER_SM"], 0, -1):
+        budget = shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, per_sm)
+        available = drv.available_shared(func, per_sm, THREADS)
+        if available is not None:
+            budget = min(budget, available // 16 * 16)
+        if drv.max_active_blocks(func, THREADS, budget) >= per_sm:
+            found = per_sm * mod.multiprocessors, budget
+            break
+    drv.set_function_attribute(func, limit, found[1])
+    return found
+
+
+def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
+    """(CUfunction, resident blocks, shared budget) of kernel ``name`` (under _lock)."""
+    found = mod.functions.get(name)
+    if found is None:
+        drv = _driver.driver()
+        func = drv.get_function(mod.module, name)
+        resident, budget = 0, 0
+        if name.startswith("bincount_hist_"):
+            resident, budget = _size_hist(drv, mod, func)
+        found = mod.functions[name] = (func, resident, budget)
+    return found
+
+
+def kernels_for(x_dtype: str, hist: str, finish: Optional[str]) -> Kernels:
+    """The :class:`Kernels` of the current context for one call.
+
+    Parameters
+    ----------
+    x_dtype : str
+        dtype of x (the module).
+    hist, finish : str
+        Kernel names (:class:`sources.Accumulation`); ``finish`` empty or None
+        when the accumulator is the output.
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+    """
+    mod = device_module(x_dtype)
+    with _lock:
+        hist_func, resident, budget = _function(mod, hist)
+        finish_func = _function(mod, finish)[0] if finish else 0
+    return Kernels(mod.context, hist_func, finish_func, resident, budget, mod.total_memory)
+
+
+def c_kernel_handles(x_dtype: str, hist: str, finish: str) -> Tuple[int, ...]:
+    """What the host C code of ``GpuBincount`` needs, for the current context.
+
+    Returns
+    -------
+    tuple of int
+        ``(context, hist function, finish function or 0, resident blocks,
+        shared-memory budget per block, device memory in bytes)``: the
+        fields of ``bc_cuda_kernels``.
+    """
+    k = kernels_for(x_dtype, hist, finish)
+    return (k.context, k.hist, k.finish, k.resident_blocks, k.shared_budget, k.total_memory)

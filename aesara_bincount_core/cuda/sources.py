@@ -1,0 +1,165 @@
+"""The CUDA sources: what they define, which kernel serves which call, how to compile them.
+
+Part of the stand-alone kernel layer (NumPy and the standard library only).
+The numbers come from the headers themselves (``c_code/bincount_cuda.h``'s
+``BC_CUDA_*`` constants), so that Python and C never hold two copies of one
+figure.
+"""
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, Optional, Tuple
+
+import numpy
+
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda import nvrtc
+from aesara_bincount_core.semantics import OUT_DTYPES
+
+__all__ = [
+    "KERNEL_SOURCE",
+    "KERNEL_HEADER",
+    "CONSTANTS",
+    "THREADS",
+    "DTYPES",
+    "Accumulation",
+    "accumulation",
+    "header_constants",
+    "module_options",
+    "compile_module",
+]
+
+#: The CUDA source file and its header, in ``c_code/``.
+KERNEL_SOURCE = "bincount_cuda_kernel.cu"
+KERNEL_HEADER = "bincount_cuda.h"
+
+
+@lru_cache(maxsize=None)
+def header_constants(header: str, prefix: str) -> Dict[str, int]:
+    """The integer ``#define {prefix}NAME value`` lines of a header, without the prefix.
+
+    Each such constant must be a plain integer on one line (the headers say so).
+    """
+    text = _c_code.read_source(header)
+    pattern = rf"^#define {re.escape(prefix)}(\w+) (\d+)\b"
+    return {name: int(value) for name, value in re.findall(pattern, text, re.MULTILINE)}
+
+
+#: The ``BC_CUDA_*`` numbers of ``bincount_cuda.h``, without the prefix.
+CONSTANTS = header_constants(KERNEL_HEADER, "BC_CUDA_")
+#: Threads of a block of every kernel.
+THREADS = CONSTANTS["THREADS"]
+
+#: dtype name -> (BC_DT_* code, short name used in kernel names).
+DTYPES = {
+    name: (code, short)
+    for name, short in (
+        ("int8", "i8"), ("int16", "i16"), ("int32", "i32"), ("int64", "i64"),
+        ("uint8", "u8"), ("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64"),
+        ("float32", "f32"), ("float64", "f64"),
+    )  # fmt: skip
+    for code in (header_constants(KERNEL_HEADER, "BC_DT_")[name.upper()],)
+}
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """How one output dtype is accumulated (see ``c_code/bincount_cuda_launch.h``).
+
+    Attributes
+    ----------
+    inc : str
+        The increment part of the histogram kernel's name: ``c32``/``c64``
+        (counts) or the short name of the weights dtype.
+    acc_dtype : str
+        dtype of the global accumulator (``uint32``, ``uint64``, ``float32``
+        or ``float64``).
+    shared_itemsize : int
+        Bytes of one shared-memory bin.
+    finish : str or None
+        Name of the conversion kernel, or None when the accumulator has the
+        output's layout (then it is the output).
+    buffer_dtype : str
+        dtype of the accumulator buffer the launcher allocates: the output's
+        when there is no conversion (a ``uint32`` accumulator of an ``int32``
+        output holds the same bits), else ``acc_dtype``.
+    """
+
+    inc: str
+    acc_dtype: str
+    shared_itemsize: int
+    finish: Optional[str]
+    buffer_dtype: str
+
+    def hist_kernel(self, x_dtype: str) -> str:
+        """Name of the histogram kernel for ``x_dtype``."""
+        return f"bincount_hist_{DTYPES[x_dtype][1]}_{self.inc}"
+
+
+def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
+    """The :class:`Accumulation` for an output dtype, counted or weighted.
+
+    Raises
+    ------
+    TypeError
+        ``out_dtype`` is not one of int8 ... uint64, float32, float64.
+    """
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"bincount: unsupported output dtype {out_dtype}")
+    size = 8 * numpy.dtype(out_dtype).itemsize
+    narrow = {8: "u8", 16: "u16"}
+
+    def make(inc, acc, shared, finish):
+        return Accumulation(inc, acc, shared, finish, acc if finish else out_dtype)
+
+    if not weighted:
+        if out_dtype.startswith("float"):
+            return make("c64", "uint64", 4, f"bincount_finish_u64_{DTYPES[out_dtype][1]}")
+        if size == 64:
+            return make("c64", "uint64", 4, None)
+        return make("c32", "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
+    inc = DTYPES[out_dtype][1]
+    if out_dtype.startswith("float"):
+        return make(inc, out_dtype, size // 8, None)
+    if size == 64:
+        return make(inc, "uint64", 8, None)
+    return make(inc, "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
+
+
+def module_options(x_dtype: str) -> Tuple[str, ...]:
+    """NVRTC options (besides ``-arch``) of the module for ``x_dtype``.
+
+    No ``-ftz``, ``-use_fast_math`` or the like: the float32 adds of the
+    kernels must keep subnormals (see the kernel file's header comment).
+    """
+    return ("-std=c++17", f"-DBC_X_DTYPE={DTYPES[x_dtype][0]}")
+
+
+def compile_module(x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = None):
+    """Compile (or fetch from the cache) the kernels for one dtype of x.
+
+    Parameters
+    ----------
+    x_dtype : str
+        One of int8 ... uint64.
+    cc : int
+        Compute capability, ``10 * major + minor``.
+    nvrtc_lib : nvrtc.Nvrtc, optional
+        The NVRTC to use (:func:`nvrtc.load` by default).
+
+    Returns
+    -------
+    nvrtc.CompiledImage
+
+    Raises
+    ------
+    nvrtc.NvrtcError
+    """
+    return nvrtc.compile_cached(
+        _c_code.read_source(KERNEL_SOURCE),
+        KERNEL_SOURCE,
+        cc,
+        module_options(x_dtype),
+        headers={KERNEL_HEADER: _c_code.read_source(KERNEL_HEADER)},
+        nvrtc=nvrtc_lib,
+    )

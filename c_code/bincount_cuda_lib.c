@@ -1,0 +1,166 @@
+/*
+ * bincount_cuda_lib.c -- the launcher library of the stand-alone kernel layer.
+ *
+ * aesara_bincount_core/cuda/launcher.py builds this file, at run time and
+ * once per version (cached on disk), into a small shared library with the
+ * system C compiler, and calls it through ctypes: the kernel layer then runs
+ * the very launcher the GpuBincount Op compiles into its module
+ * (bincount_cuda_launch.h), with no Python, Aesara or CUDA headers needed.
+ *
+ * The functions take plain numbers (ctypes passes them without any mirrored
+ * struct layout, apart from bc_cuda_error, whose size the loader checks with
+ * bc_lib_error_size).  ctypes releases the GIL around each call; the
+ * allocation callbacks take it back.
+ *
+ * Valid C99 and C++ on its own.
+ */
+#include "bincount_cuda_launch.h"
+
+#if defined(__GNUC__)
+#define BC_LIB_EXPORT __attribute__((visibility("default")))
+#else
+#define BC_LIB_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *(*bc_lib_alloc_fn)(void *ctx, int dtype, long long count, int zero,
+                                 bc_CUdeviceptr *ptr, int *out_of_memory);
+typedef void (*bc_lib_release_fn)(void *ctx, void *handle);
+
+/* sizeof(bc_cuda_error), which the ctypes loader checks against its copy. */
+BC_LIB_EXPORT long long bc_lib_error_size(void)
+{
+    return (long long)sizeof(bc_cuda_error);
+}
+
+/*
+ * bc_cuda_bincount (bincount_cuda_launch.h) with its arguments spelled out.
+ * x_* and w_* describe the arrays (bc_cuda_array); k_* the kernels of the
+ * current context (bc_cuda_kernels; k_finish 0 when none).  On success the
+ * result's handle, length and view flag are written to result[0..2] and 0 is
+ * returned; else -1 with *err filled.
+ */
+BC_LIB_EXPORT int bc_lib_bincount(
+    bc_CUdeviceptr x_ptr, long long x_length, long long x_stride, int x_ndim, int x_device,
+    int weighted, bc_CUdeviceptr w_ptr, long long w_length, long long w_stride, int w_ndim,
+    int w_device, int scatter, int x_signed, int out_dtype, int out_itemsize, int buffer_dtype,
+    int buffer_itemsize, int shared_itemsize, long long n, long long capacity_hint,
+    unsigned long long stream, unsigned long long k_context, unsigned long long k_hist,
+    unsigned long long k_finish, long long k_resident_blocks, long long k_shared_budget,
+    unsigned long long k_total_memory, bc_lib_alloc_fn alloc, bc_lib_release_fn release,
+    void *host_ctx, unsigned long long *result, bc_cuda_error *err)
+{
+    bc_cuda_bincount_call c;
+    bc_cuda_kernels k;
+    bc_cuda_host host;
+    bc_cuda_result res;
+    const bc_cuda_api *api;
+    memset(err, 0, sizeof(*err));
+    api = bc_cuda_load(err);
+    if (api == NULL)
+        return -1;
+    memset(&c, 0, sizeof(c));
+    c.x.ptr = x_ptr;
+    c.x.length = x_length;
+    c.x.stride = x_stride;
+    c.x.ndim = x_ndim;
+    c.x.device = x_device;
+    c.weighted = weighted;
+    c.weights.ptr = w_ptr;
+    c.weights.length = w_length;
+    c.weights.stride = w_stride;
+    c.weights.ndim = w_ndim;
+    c.weights.device = w_device;
+    c.scatter = scatter;
+    c.x_signed = x_signed;
+    c.out_dtype = out_dtype;
+    c.out_itemsize = out_itemsize;
+    c.buffer_dtype = buffer_dtype;
+    c.buffer_itemsize = buffer_itemsize;
+    c.shared_itemsize = shared_itemsize;
+    c.n = n;
+    c.capacity_hint = capacity_hint;
+    c.stream = (bc_CUstream)(size_t)stream;
+    k.context = (bc_CUcontext)(size_t)k_context;
+    k.hist = (bc_CUfunction)(size_t)k_hist;
+    k.finish = (bc_CUfunction)(size_t)k_finish;
+    k.resident_blocks = k_resident_blocks;
+    k.shared_budget = k_shared_budget;
+    k.total_memory = k_total_memory;
+    host.ctx = host_ctx;
+    host.alloc = alloc;
+    host.release = release;
+    host.unlock = NULL; /* ctypes already let go of the GIL */
+    host.relock = NULL;
+    if (bc_cuda_bincount(api, &c, &k, &host, &res, err) != 0)
+        return -1;
+    result[0] = (unsigned long long)(size_t)res.array;
+    result[1] = (unsigned long long)res.length;
+    result[2] = (unsigned long long)res.view;
+    return 0;
+}
+
+/* bc_cuda_make_plan: out = {blocks, shared bins, copies, shared bytes}. */
+BC_LIB_EXPORT void bc_lib_plan(long long size, long long span, long long shared_itemsize,
+                               long long resident_blocks, long long budget, long long *out)
+{
+    const bc_cuda_plan p =
+        bc_cuda_make_plan(size, span, shared_itemsize, resident_blocks, budget);
+    out[0] = p.blocks;
+    out[1] = p.shared_bins;
+    out[2] = p.copies;
+    out[3] = p.shared_bytes;
+}
+
+/* bc_cuda_buffer_elements: elements of a buffer of `bins` bins; *padded
+ * receives where its status starts. */
+BC_LIB_EXPORT long long bc_lib_buffer_elements(long long bins, long long itemsize,
+                                               long long *padded)
+{
+    return bc_cuda_buffer_elements(bins, itemsize, padded);
+}
+
+/*
+ * Queue one histogram pass (counts, bincount form) of the contiguous or
+ * strided x over the bins [0, bins) of the zero-filled buffer at `buffer`
+ * (bc_lib_buffer_elements elements of `buffer_itemsize` bytes), on `stream`,
+ * without waiting: the kernel alone, for benchmarks.  Returns 0, or -1 with
+ * *err filled.
+ */
+BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, long long x_stride,
+                                   int buffer_itemsize, int shared_itemsize, long long bins,
+                                   bc_CUdeviceptr buffer, unsigned long long stream,
+                                   unsigned long long k_hist, long long k_resident_blocks,
+                                   long long k_shared_budget, bc_cuda_error *err)
+{
+    bc_cuda_bincount_call c;
+    bc_cuda_kernels k;
+    long long padded = 0;
+    const bc_cuda_api *api;
+    memset(err, 0, sizeof(*err));
+    api = bc_cuda_load(err);
+    if (api == NULL)
+        return -1;
+    memset(&c, 0, sizeof(c));
+    memset(&k, 0, sizeof(k));
+    c.x.ptr = x_ptr;
+    c.x.length = x_length;
+    c.x.stride = x_stride;
+    c.x.ndim = 1;
+    c.buffer_itemsize = buffer_itemsize;
+    c.shared_itemsize = shared_itemsize;
+    c.n = bins;
+    c.stream = (bc_CUstream)(size_t)stream;
+    k.hist = (bc_CUfunction)(size_t)k_hist;
+    k.resident_blocks = k_resident_blocks;
+    k.shared_budget = k_shared_budget;
+    bc_cuda_buffer_elements(bins, buffer_itemsize, &padded);
+    return bc_cuda_queue_hist(api, &k, &c, buffer, padded, 0, bins, err);
+}
+
+#ifdef __cplusplus
+}
+#endif
