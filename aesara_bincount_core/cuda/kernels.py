@@ -485,10 +485,10 @@ def _check_weights(cp, x, weights, mode, out_dtype):
             raise TypeError(
                 f"bincount_cupy: weights must be a cupy.ndarray, got {type(weights).__name__}"
             )
-        if weights.ndim > 1 or (not scatter and weights.ndim != 1):
+        if weights.ndim > 1:
             raise ValueError(_msg("BC_MSG_NDIM", "weights", 1, weights.ndim))
         wlen = 1 if weights.ndim == 0 else weights.shape[0]
-        if not scatter and wlen != x.shape[0]:
+        if not scatter and weights.ndim == 1 and wlen != x.shape[0]:
             raise ValueError(_msg("BC_MSG_WEIGHTS", wlen, x.shape[0]))
         if scatter and wlen not in (x.shape[0], 1):
             raise ValueError(_msg("BC_MSG_WEIGHTS_BCAST", wlen, x.shape[0]))
@@ -526,8 +526,8 @@ def bincount_cupy(
     ----------
     x : cupy.ndarray, shape ``(N,)``, int8 ... uint64
         Values (``"bincount"``) or indices (``"scatter"``), any strides.
-    weights : cupy.ndarray, shape ``(N,)``, optional
-        In ``"scatter"`` mode also ``()`` or ``(1,)``, broadcast.  Cast to
+    weights : cupy.ndarray, shape ``(N,)`` or ``()``, optional
+        ``()`` is broadcast; in ``"scatter"`` mode ``(1,)`` too.  Cast to
         ``out_dtype`` first when of another dtype.
     n : int
         ``minlength`` (``"bincount"``) or the exact length (``"scatter"``).
