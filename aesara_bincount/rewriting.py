@@ -15,7 +15,10 @@ Aesara's own graph:
   canonicalize (1) folds ``max(x) + 1`` of a constant ``x``; and Aesara's
   record of lengths (its ``ShapeFeature``) takes the output's length from
   ``max(x) + 1``, which overflows in small dtypes (int8 127 gives -128) and
-  does not check for negative values, until the pass refreshes it.
+  does not check for negative values, until the pass refreshes it.  For a
+  constant ``x`` Aesara has already folded that length into the output's
+  static type when the graph was built; the pass replaces such a node and
+  makes again the nodes that use it (:func:`_replace_static_lengths`).
 - ``local_bincount`` in ``specialize`` (position 2, after canonicalize and
   before fusion at 49 and the in-place rewrites at 60-75): for scatter-adds
   whose zeros only appear in canonicalize, such as ``zeros_like(v)``.
@@ -355,7 +358,10 @@ def _replace_static_lengths(fgraph) -> int:
 class BincountEarlyRewriter(GraphRewriter):
     """:func:`local_bincount` on the graph as the user built it (optdb 0.03).
 
-    It walks the graph with :func:`local_bincount` (Aesara's ``in2out``).
+    First it replaces the scatter-adds whose static length ``Bincount``'s
+    output will not have (a constant ``x`` at the top of its dtype), with
+    the nodes that use them made again (:func:`_replace_static_lengths`);
+    then it walks the graph with :func:`local_bincount` (Aesara's ``in2out``).
     Aesara attaches its ``ShapeFeature`` before the first pass runs, so it
     has already recorded the length of each
     replaced output as Aesara's ``max(x) + 1``, computed in ``x``'s dtype
