@@ -421,3 +421,17 @@ def test_bincount_form_is_recognised_by_its_length_whatever_the_increment(writte
     assert match is not None and match.mode == "bincount"
     assert match.weights.type.ndim == (1 if y_type == "vector" else 0)
     assert _constant_int(match.n) == 4
+
+
+def test_constant_with_a_large_output_is_not_folded_while_compiling():
+    # Folding would compute the output, and hold its memory, while compiling.
+    from aesara_bincount_core.op import FOLD_MAX_BYTES
+
+    top = FOLD_MAX_BYTES // 4  # int32 counts: one bin more than the limit allows
+    c = at.constant(np.array([top, 0], dtype="int32"))
+    f = aesara.function([], bincount(c))
+    assert bincount_nodes(f)
+    got = f()
+    assert got.shape == (top + 1,) and got[0] == got[top] == 1 and int(got.sum()) == 2
+    small = aesara.function([], bincount(at.constant(np.array([top - 1], dtype="int32"))))
+    assert not bincount_nodes(small)  # exactly FOLD_MAX_BYTES: folded
