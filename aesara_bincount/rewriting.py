@@ -15,7 +15,10 @@ Aesara's own graph:
   canonicalize (1) folds ``max(x) + 1`` of a constant ``x``; and Aesara's
   record of lengths (its ``ShapeFeature``) takes the output's length from
   ``max(x) + 1``, which overflows in small dtypes (int8 127 gives -128) and
-  does not check for negative values, until the pass refreshes it.
+  does not check for negative values, until the pass refreshes it.  For a
+  constant ``x`` Aesara has already folded that length into the output's
+  static type when the graph was built; the pass replaces such a node and
+  makes again the nodes that use it (:func:`_replace_static_lengths`).
 - ``local_bincount`` in ``specialize`` (position 2, after canonicalize and
   before fusion at 49 and the in-place rewrites at 60-75): for scatter-adds
   whose zeros only appear in canonicalize, such as ``zeros_like(v)``.
@@ -36,17 +39,17 @@ from aesara.tensor.extra_ops import BroadcastTo
 from aesara.tensor.exceptions import NotScalarConstantError
 from aesara.tensor.math import MaxAndArgmax
 from aesara.tensor.rewriting.basic import register_specialize
-from aesara.tensor.subtensor import AdvancedIncSubtensor1
+from aesara.tensor.subtensor import AdvancedIncSubtensor, AdvancedIncSubtensor1
 
 from aesara_bincount_core.op import Bincount
-from aesara_bincount_core.semantics import OUT_DTYPES
+from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
 
 __all__ = ["BincountMatch", "match_bincount", "local_bincount", "BincountEarlyRewriter"]
 
 
 @dataclass
 class BincountMatch:
-    """What :func:`match_bincount` found in an ``AdvancedIncSubtensor1`` node.
+    """What :func:`match_bincount` found in a scatter-add node.
 
     Attributes
     ----------
@@ -60,8 +63,9 @@ class BincountMatch:
     n : Variable
         int64 scalar: ``minlength`` (0 if none) or the fixed length.
     weights : Variable or None
-        Increments cast to ``out_dtype``, shape ``(N,)``, or ``()``/``(1,)``
-        in the scatter form; ``None`` for a count (the increment is 1).
+        Increments cast to ``out_dtype``: shape ``(N,)``, or ``()`` for one
+        increment added for every element (in the scatter form also
+        ``(1,)``); ``None`` for a count (the increment is 1).
     out_dtype : str
         dtype of the replaced output.
     """
@@ -175,18 +179,26 @@ def _zeros_length(base: Variable) -> Optional[Variable]:
 def match_bincount(node) -> Optional[BincountMatch]:
     """Recognise a scatter-add onto zeros, and whether it is a bincount.
 
-    Matches ``AdvancedIncSubtensor1{inc}(base, y, idx)`` where ``base`` is a
-    1-D array of zeros (``Alloc(0, n)`` or a constant), ``y`` has at most one
+    Matches ``AdvancedIncSubtensor1{inc}(base, y, idx)``, and
+    ``AdvancedIncSubtensor{inc}(base, y, idx)`` with its one integer vector
+    index (what ``inc_subtensor(base[idx], y)`` builds; Aesara makes it an
+    ``AdvancedIncSubtensor1`` in ``specialize``), where ``base`` is a 1-D
+    array of zeros (``Alloc(0, n)`` or a constant), ``y`` has at most one
     dimension and the output dtype is one of :data:`~aesara_bincount_core.semantics.OUT_DTYPES`.
     It is the bincount form when ``n`` is ``cast(max(idx) + 1)``, possibly
-    under ``maximum(., minlength)``, and ``y`` is the constant 1 or a vector:
-    the graph of :func:`aesara.tensor.extra_ops.bincount` as it stands in
-    ``specialize`` (``MaxAndArgmax`` there, ``Max`` later).
+    under ``maximum(., minlength)``: the graph of
+    :func:`aesara.tensor.extra_ops.bincount` (``MaxAndArgmax`` as built,
+    ``Max`` after canonicalize), whatever the increment ``y``.  A ``y`` whose
+    type is broadcastable, 0-d or ``(1,)`` (what canonicalize makes of
+    ``fill(x, k)``), is added for every element of ``idx``, as
+    the scatter-add broadcasts it; in the bincount form it becomes
+    a 0-d weight, so that the length and the checks of the bincount form
+    still apply.
 
     Parameters
     ----------
     node : Apply
-        Any node; only an ``AdvancedIncSubtensor1`` that increments can match.
+        Any node; only a scatter-add that increments can match.
 
     Returns
     -------
@@ -194,11 +206,19 @@ def match_bincount(node) -> Optional[BincountMatch]:
         What the node computes, or None when it is not a scatter-add onto
         zeros that :class:`~aesara_bincount_core.op.Bincount` can replace.
     """
-    if not isinstance(node.op, AdvancedIncSubtensor1) or node.op.set_instead_of_inc:
+    op = node.op
+    if not isinstance(op, (AdvancedIncSubtensor1, AdvancedIncSubtensor)) or op.set_instead_of_inc:
+        return None
+    if isinstance(op, AdvancedIncSubtensor) and (op.ignore_duplicates or len(node.inputs) != 3):
         return None
     base, y, idx = node.inputs
     out_dtype = node.outputs[0].type.dtype
-    if out_dtype not in OUT_DTYPES or y.type.ndim > 1 or idx.type.ndim != 1:
+    if (
+        out_dtype not in OUT_DTYPES
+        or y.type.ndim > 1
+        or getattr(idx.type, "ndim", None) != 1
+        or getattr(idx.type, "dtype", None) not in INDEX_DTYPES
+    ):
         return None
     length = _zeros_length(base)
     if length is None:
@@ -211,12 +231,13 @@ def match_bincount(node) -> Optional[BincountMatch]:
         weights = y if y.type.dtype == out_dtype else cast(y, out_dtype)
 
     minlength = _bincount_minlength(length, idx)
-    # Weights in the bincount form have one value per element of idx.  A
-    # vector of static length 1 (what canonicalize makes of fill(x, k)) is
-    # broadcast by AdvancedIncSubtensor1, which the scatter form does too.
-    per_element = y.type.ndim == 1 and y.type.shape[0] != 1
-    if minlength is not None and (counting or per_element):
+    if minlength is not None:
+        # What the graph computes is a bincount, whatever the shape of y: a
+        # y typed (1,) is broadcast by the scatter-add, and is passed
+        # as the 0-d weight that Bincount broadcasts in this mode.
         mode, n = "bincount", minlength
+        if weights is not None and weights.type.ndim == 1 and weights.type.shape[0] == 1:
+            weights = weights.dimshuffle()
     else:
         mode, n = "scatter", length
     if n.type.dtype != "int64":
@@ -225,11 +246,11 @@ def match_bincount(node) -> Optional[BincountMatch]:
 
 
 @register_specialize("bincount", "cxx_only", name="local_bincount")
-@node_rewriter([AdvancedIncSubtensor1])
+@node_rewriter([AdvancedIncSubtensor1, AdvancedIncSubtensor])
 def local_bincount(fgraph, node):
     """Replace ``advanced_inc_subtensor1(zeros(n), w, x)`` by ``Bincount``.
 
-    A node rewriter on ``AdvancedIncSubtensor1``, registered under the tags
+    A node rewriter on ``AdvancedIncSubtensor1`` and ``AdvancedIncSubtensor``, registered under the tags
     ``fast_run`` and ``bincount`` in ``optdb`` at position 0.03 (through
     :class:`BincountEarlyRewriter`) and in ``optdb["specialize"]`` (position 2); the
     module docstring says why twice.  The forms it recognises are those of
@@ -239,25 +260,108 @@ def local_bincount(fgraph, node):
     :class:`~aesara_bincount_core.op.Bincount` come when the function runs.
     """
     match = match_bincount(node)
-    if match is None:
+    if match is None or _needs_retype(node, match):
+        # A static length that the result will not have is replaced, with
+        # the types that follow from it, by BincountEarlyRewriter.
         return False
     old = node.outputs[0]
-    if old.type.shape[0] is not None and old.type.shape[0] < 0:
-        # Aesara computed a negative static length (max(x) + 1 of a constant
-        # x overflowed in x's dtype): no output of this type can exist, so
-        # the graph keeps Aesara's own error.
-        return False
-    out = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
+    out = _bincount_of(match, old)
     if out.type != old.type:
         out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
     return [out]
+
+
+def _bincount_of(match: BincountMatch, old: Variable) -> Variable:
+    """The output of a new ``Bincount`` node for ``match``, in place of ``old``."""
+    out = Bincount(match.mode, out_dtype=match.out_dtype)(*match.inputs())
+    copy_stack_trace(old, out)
+    return out
+
+
+def _constant_bincount_length(match: BincountMatch) -> Optional[int]:
+    """The length of a bincount of a constant x and minlength, else None.
+
+    None too when the bincount raises (a negative value).
+    """
+    n = _constant_value(match.n)
+    if not isinstance(match.x, Constant) or n is None:
+        return None
+    x = np.asarray(match.x.data)
+    if x.size == 0:
+        return int(n)
+    if int(x.min()) < 0:
+        return None
+    return max(int(x.max()) + 1, int(n))
+
+
+def _needs_retype(node, match: BincountMatch) -> bool:
+    """Does the output's static length differ from the one of ``Bincount``?
+
+    Aesara computes the static length of ``zeros(max(x) + 1)`` when it can
+    fold ``max(x) + 1``, that is for a constant ``x``, in ``x``'s dtype: a
+    constant ``x`` at the top of its dtype (int8 127, int64 ``2**63 - 1``)
+    gets a negative length, or, under ``maximum(., minlength)``, a wrong
+    positive one.  A constant negative length in the scatter form (no
+    output can have it) is one too.  No variable of ``Bincount``'s type can
+    stand in for such an output.
+    """
+    static = node.outputs[0].type.shape[0]
+    if static is None:
+        return False
+    if match.mode == "scatter":
+        return static < 0
+    return static != _constant_bincount_length(match)
+
+
+def _replace_retyped(fgraph, old: Variable, new: Variable) -> bool:
+    """Replace ``old`` by ``new``, of a type that ``old``'s does not accept.
+
+    The nodes that depend on ``old`` are made again from the new inputs
+    (``make_node``), so that their types follow from ``new``'s, and the
+    outputs of ``fgraph`` they lead to are replaced.  Returns False, having
+    changed nothing, when a node does not accept its new inputs.
+    """
+    memo = {old: new}
+    try:
+        for node in fgraph.toposort():
+            if any(i in memo for i in node.inputs):
+                remade = node.clone_with_new_inputs([memo.get(i, i) for i in node.inputs], strict=False)
+                for o, r in zip(node.outputs, remade.outputs):
+                    r.name = o.name
+                    copy_stack_trace(o, r)
+                    memo[o] = r
+    except (TypeError, ValueError):
+        return False
+    for i, out in enumerate(list(fgraph.outputs)):
+        if out in memo:
+            # The output's type changes (from a length no array can have, or
+            # a wrong one): Aesara's type check is what must be skipped.
+            fgraph.change_node_input("output", i, memo[out], reason="pre_local_bincount", check=False)
+    return True
+
+
+def _replace_static_lengths(fgraph) -> int:
+    """Put ``Bincount`` where the output's static length is wrong; the count."""
+    count = 0
+    while True:
+        for node in fgraph.toposort():
+            match = match_bincount(node)
+            if match is not None and _needs_retype(node, match):
+                old = node.outputs[0]
+                if _replace_retyped(fgraph, old, _bincount_of(match, old)):
+                    count += 1
+                    break
+        else:
+            return count
 
 
 class BincountEarlyRewriter(GraphRewriter):
     """:func:`local_bincount` on the graph as the user built it (optdb 0.03).
 
-    It walks the graph with :func:`local_bincount` (Aesara's ``in2out``).
+    First it replaces the scatter-adds whose static length ``Bincount``'s
+    output will not have (a constant ``x`` at the top of its dtype), with
+    the nodes that use them made again (:func:`_replace_static_lengths`);
+    then it walks the graph with :func:`local_bincount` (Aesara's ``in2out``).
     Aesara attaches its ``ShapeFeature`` before the first pass runs, so it
     has already recorded the length of each
     replaced output as Aesara's ``max(x) + 1``, computed in ``x``'s dtype
@@ -278,7 +382,8 @@ class BincountEarlyRewriter(GraphRewriter):
         self._walk.add_requirements(fgraph)
 
     def apply(self, fgraph):
-        replaced = self._walk.apply(fgraph)[1]  # the walk's profile: (rewriter, count, ...)
+        replaced = _replace_static_lengths(fgraph)
+        replaced += self._walk.apply(fgraph)[1]  # the walk's profile: (rewriter, count, ...)
         shape_feature = getattr(fgraph, "shape_feature", None)
         if replaced and shape_feature is not None:
             fgraph.remove_feature(shape_feature)

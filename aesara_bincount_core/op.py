@@ -18,7 +18,10 @@ from aesara_bincount_core.semantics import (
     reference_bincount,
 )
 
-__all__ = ["Bincount", "bincount"]
+__all__ = ["Bincount", "bincount", "FOLD_MAX_BYTES"]
+
+#: Largest output, in bytes, that constant folding computes while compiling.
+FOLD_MAX_BYTES = 1 << 20
 
 
 class Bincount(OpenMPOp, ExternalCOp):
@@ -60,8 +63,12 @@ class Bincount(OpenMPOp, ExternalCOp):
     - ``x``: ``(N,)``, any integer dtype from int8 to uint64, any strides.
     - ``n``: ``()``, integer: ``minlength`` (``"bincount"``) or the exact
       length (``"scatter"``); it is cast to int64.
-    - ``weights`` (optional): ``(N,)`` of dtype ``out_dtype``; in
-      ``"scatter"`` mode also ``()`` or ``(1,)``, broadcast to all of ``x``.
+    - ``weights`` (optional): ``(N,)`` or ``()`` of dtype ``out_dtype``; a
+      0-d weight is added for every element of ``x`` (broadcast).  In
+      ``"scatter"`` mode a ``(1,)`` vector is broadcast too, as
+      :func:`numpy.add.at` does; in ``"bincount"`` mode a vector must have
+      the length of ``x``, as for :func:`numpy.bincount` (the rewrite passes
+      weights typed ``(1,)`` as a 0-d weight).
 
     Output: ``(n_bins,)`` of dtype ``out_dtype``.
 
@@ -78,9 +85,9 @@ class Bincount(OpenMPOp, ExternalCOp):
 
     - ``ValueError``: a negative value of ``x`` in ``"bincount"`` mode, naming
       the first one; ``max(x) + 1`` that no array length can hold (int64
-      ``2**63 - 1``, uint64 values from ``2**63``); weights whose length
-      differs from ``x`` (``"bincount"``) or cannot be broadcast to it
-      (``"scatter"``); a negative ``n``.
+      ``2**63 - 1``, uint64 values from ``2**63``); vector weights whose
+      length differs from ``x`` (``"bincount"``) or cannot be broadcast to
+      it (``"scatter"``); a negative ``n``.
     - ``IndexError``: in ``"scatter"`` mode, an index outside ``[-n, n)``,
       naming the first one.
     - ``MemoryError``: an output larger than the machine's physical memory,
@@ -192,11 +199,9 @@ class Bincount(OpenMPOp, ExternalCOp):
         if weights is not None:
             weights = self.as_array(weights)
             out_dtype = out_dtype or weights.type.dtype
-            allowed_ndim = (1,) if self.mode == "bincount" else (0, 1)
-            if weights.type.ndim not in allowed_ndim:
+            if weights.type.ndim not in (0, 1):
                 raise TypeError(
-                    f"{name}: weights must have {' or '.join(map(str, allowed_ndim))} "
-                    f"dimension(s) in {self.mode} mode, got {weights.type.ndim}"
+                    f"{name}: weights must have 0 or 1 dimension(s), got {weights.type.ndim}"
                 )
             if weights.type.dtype != out_dtype:
                 raise TypeError(
@@ -224,7 +229,15 @@ class Bincount(OpenMPOp, ExternalCOp):
         # out of range) would make every rewrite pass log a "Rewrite failure"
         # traceback; such a node is left in the graph and raises when the
         # function is called, as it does for inputs that are not constants.
+        # A large output is not folded either: it would be computed (and its
+        # memory held) while compiling, and stored in the compiled function.
         if not all(isinstance(i, Constant) for i in node.inputs):
+            return False
+        x, n = node.inputs[0].data, int(node.inputs[1].data)
+        nbins = n
+        if self.mode == "bincount" and x.size:
+            nbins = max(int(x.max()) + 1, n)
+        if nbins * node.outputs[0].type.numpy_dtype.itemsize > FOLD_MAX_BYTES:
             return False
         try:
             self.perform(node, [i.data for i in node.inputs], [[None]])
@@ -303,8 +316,9 @@ def bincount(x, weights=None, minlength=None):
     ----------
     x : TensorVariable, shape ``(N,)``, integer dtype
         Non-negative values to count.
-    weights : TensorVariable, shape ``(N,)``, optional
-        Added to the bin of the matching ``x``; int or float dtype.
+    weights : TensorVariable, shape ``(N,)`` or ``()``, optional
+        Added to the bin of the matching ``x``; int or float dtype.  A 0-d
+        weight is added for every element.
     minlength : int or integer scalar TensorVariable, optional
         Least number of bins; must be non-negative.
 

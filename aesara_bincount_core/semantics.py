@@ -76,8 +76,10 @@ def reference_bincount(
         Values (``"bincount"``) or indices (``"scatter"``).
     n : int
         ``minlength`` (``"bincount"``) or the exact length (``"scatter"``).
-    weights : ndarray, shape ``(N,)`` (or ``()``/``(1,)`` in ``"scatter"``), optional
-        Cast to ``out_dtype`` before summing.
+    weights : ndarray, shape ``(N,)`` or ``()``, optional
+        Cast to ``out_dtype`` before summing.  A 0-d weight is added for
+        every element of ``x`` (broadcast), in both modes; in ``"scatter"``
+        mode a ``(1,)`` array is broadcast too, as :func:`numpy.add.at` does.
     mode : {"bincount", "scatter"}
     out_dtype : str, optional
         Defaults to ``weights.dtype``, else ``x.dtype`` (Aesara's graph).
@@ -108,9 +110,9 @@ def reference_bincount(
     if weights is not None:
         weights = np.asarray(weights)
         wlen = 1 if weights.ndim == 0 else weights.shape[0]
-        if weights.ndim > 1 or (not scatter and weights.ndim != 1):
+        if weights.ndim > 1:
             raise ValueError(_msg("BC_MSG_NDIM", "weights", 1, weights.ndim))
-        if not scatter and wlen != size:
+        if not scatter and weights.ndim == 1 and wlen != size:
             raise ValueError(_msg("BC_MSG_WEIGHTS", wlen, size))
         if scatter and wlen not in (size, 1):
             raise ValueError(_msg("BC_MSG_WEIGHTS_BCAST", wlen, size))

@@ -153,18 +153,20 @@ static int bc_check_ndim(PyArrayObject *a, int ndim, const char *what)
 }
 
 /*
- * Check the shape of the weights: (N,) in the bincount form; (N,), (1,) or ()
- * (broadcast) in the scatter-add form.  `ndim` and `wlen` describe the
- * weights (wlen is 1 when 0-d), `size` is N.  Returns 0, or -1 with a
- * ValueError set.
+ * Check the shape of the weights: (N,) or () (one weight broadcast to every
+ * element) in the bincount form; (N,), (1,) or () (broadcast) in the
+ * scatter-add form, as numpy.add.at.  The bincount form takes a weight of
+ * length 1 only when it is 0-d: a (1,) vector for N != 1 is refused, as
+ * numpy.bincount refuses it.  `ndim` and `wlen` describe the weights (wlen
+ * is 1 when 0-d), `size` is N.  Returns 0, or -1 with a ValueError set.
  */
 static int bc_check_weights(int scatter, int ndim, long long wlen, long long size)
 {
-    if (ndim > 1 || (!scatter && ndim != 1)) {
+    if (ndim > 1) {
         PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "weights", 1, ndim);
         return -1;
     }
-    if (!scatter && wlen != size) {
+    if (!scatter && ndim == 1 && wlen != size) {
         PyErr_Format(PyExc_ValueError, BC_MSG_WEIGHTS, wlen, size);
         return -1;
     }

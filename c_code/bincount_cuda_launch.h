@@ -276,9 +276,9 @@ static int bc_cuda_check_call(const bc_cuda_api *api, const bc_cuda_bincount_cal
         return -1;
     if (c->weighted) {
         const bc_cuda_array *w = &c->weights;
-        if (w->ndim > 1 || (!c->scatter && w->ndim != 1))
+        if (w->ndim > 1)
             return bc_cuda_fail_text(err, BC_CUDA_E_NDIM, "weights", 1, w->ndim, 0);
-        if (!c->scatter && w->length != c->x.length)
+        if (!c->scatter && w->ndim == 1 && w->length != c->x.length)
             return bc_cuda_fail(err, BC_CUDA_E_WEIGHTS, w->length, c->x.length, 0);
         if (c->scatter && w->length != c->x.length && w->length != 1)
             return bc_cuda_fail(err, BC_CUDA_E_WEIGHTS_BCAST, w->length, c->x.length, 0);

@@ -14,6 +14,13 @@ Large arrays are not drawn element by element: Hypothesis draws their shape
 (length, kind of distribution, range, seed) and NumPy fills them; short
 arrays are drawn element by element, so that failures shrink well.
 
+Two strategies draw the inputs of issue 12: weights whose type says length
+1 (a ``(1,)`` vector or a 0-d scalar, added for every element), and constant
+inputs (``x``, weights and ``minlength`` known when the graph is built, at
+the top of the dtype, negative or empty included), each in the two forms
+treated as a bincount: ``extra_ops.bincount`` and the hand-written
+``inc_subtensor(zeros(maximum(x.max() + 1, minlength))[x], w)``.
+
 Each configuration (dtypes, OpenMP) is compiled once and cached
 (``backends.py``).  With the ``ci`` profile the dtype pairs of the weighted
 and scatter-add tests come from a covering list (every dtype of ``x`` and of
@@ -22,15 +29,20 @@ modules; a profile of 500 or more examples (``--hypothesis-profile=long``)
 draws from all pairs.
 """
 import itertools
+import logging
+from contextlib import contextmanager
 
+import aesara
+import aesara.tensor as at
 import numpy as np
 import pytest
+from aesara.tensor.extra_ops import bincount
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from aesara_bincount import reference_bincount
 from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
-from backends import BACKENDS, bincount_case, scatter_case
+from backends import BACKENDS, GPU, Case, bincount_case, scatter_case
 from expect import assert_same_histogram
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -346,3 +358,209 @@ def test_covering_configs_cover_every_dtype():
     assert {p[0] for p in pairs} == set(INDEX_DTYPES)
     assert {p[1] for p in pairs} == set(OUT_DTYPES)
     assert {p[2] for p in pairs} == {False, True}
+
+
+# -- weights typed length 1, and constant inputs (issue 12) ---------------------------
+FORMS = ("extra_ops", "hand-written")
+LENGTH_ONE = ("(1,)", "0-d")
+
+
+def _bincount_form(form, x, w, n):
+    """The bincount of ``x`` in ``form``, with ``minlength=n`` (None: none)."""
+    if form == "extra_ops":
+        return bincount(x, weights=w, minlength=n)
+    length = x.max() + 1
+    if length.dtype.startswith("float"):  # uint64 + 1 is a float64 in Aesara
+        length = at.cast(length, "int64")
+    if n is not None:
+        length = at.maximum(length, n)
+    dtype = x.dtype if w is None else w.dtype
+    return at.inc_subtensor(at.zeros(length, dtype=dtype)[x], 1 if w is None else w)
+
+
+def _length_one_shared(backend, dtype, kind):
+    """A shared weight on the backend's device, typed ``(1,)`` or 0-d."""
+    value = np.zeros((1,) if kind == "(1,)" else (), dtype=dtype)
+    shape = (1,) if kind == "(1,)" else ()
+    if backend is GPU:
+        from aesara_bincount import gpu
+
+        return gpu.shared(value, shape=shape, name="w")
+    return aesara.shared(value, shape=shape, name="w")
+
+
+_LENGTH_ONE_CASES = {}
+
+
+def _length_one_case(backend, form, kind, x_dtype, w_dtype, openmp) -> Case:
+    key = (backend.name, form, kind, x_dtype, w_dtype, openmp)
+    case = _LENGTH_ONE_CASES.get(key)
+    if case is None:
+        x = backend.shared(np.zeros(3, dtype=x_dtype), name="x")
+        w = _length_one_shared(backend, w_dtype, kind)
+        n = at.lscalar("n")
+
+        def build(x, w, n):
+            return _bincount_form(form, x, w, n)
+
+        with aesara.config.change_flags(openmp=openmp and backend is not GPU):
+            fn = aesara.function([n], build(x, w, n))
+        backend.check_graph(fn)
+        case = _LENGTH_ONE_CASES[key] = Case(backend, fn, x, w, n, build)
+    return case
+
+
+def _length_one_configs():
+    """(x dtype, weights dtype, OpenMP, form, kind): forms and kinds alternate."""
+    return [
+        pair + (FORMS[i % 2], LENGTH_ONE[(i // 2) % 2])
+        for i, pair in enumerate(_configs(INDEX_DTYPES, OUT_DTYPES))
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(data=st.data())
+def test_bincount_weights_typed_length_one(backend, data):
+    """Weights typed ``(1,)`` or 0-d keep every bincount rule, in both forms.
+
+    One weight is added for every element; a negative value raises, the top
+    of the dtype works, an empty x gives ``zeros(minlength)``.
+    """
+    backend.require()
+    dtype, w_dtype, openmp, form, kind = data.draw(
+        st.sampled_from(_length_one_configs()), label="config"
+    )
+    top = _top_for(dtype, data)
+    values = data.draw(int_values(dtype, 0, top), label="x values")
+    values = _plant(values, dtype, data, _bad_bincount_values(dtype))
+    x = data.draw(views(values, dtype), label="x view")
+    weight = data.draw(weights_for(1, w_dtype), label="weight").reshape(())
+    w = (weight.reshape((1,)), slice(None)) if kind == "(1,)" else (weight, ...)
+    minlength = data.draw(st.one_of(st.integers(0, 300), st.integers(0, 2**20)), label="minlength")
+    case = _length_one_case(backend, form, kind, dtype, w_dtype, openmp)
+    base, sl = x
+    if _refused(values, 0, BIG_TOP):
+        with pytest.raises(Exception) as ref:
+            reference_bincount(base[sl], minlength, weight, out_dtype=w_dtype)
+        with pytest.raises(type(ref.value)) as got:
+            case.run(x, w, minlength)
+        assert str(got.value).split("\n")[0] == str(ref.value), "not the reference message"
+        np.testing.assert_array_equal(backend.get(case.x), base[sl])
+        return
+    got = case.run(x, w, minlength)
+    nbins = max(int(values.max()) + 1 if values.size else 0, minlength)
+    assert_same_histogram(got, values, weight, nbins, w_dtype, "Bincount vs numpy")
+    if (
+        backend.aesara_reference
+        and values.size
+        and values.max() < np.iinfo(dtype).max
+        and _aesara_sums_defined(weight, w_dtype, values.size)
+    ):
+        ref = case.run_reference(x, w, minlength)
+        assert_same_histogram(ref, values, weight, nbins, w_dtype, "Aesara's graph vs numpy")
+        if np.dtype(w_dtype).kind in "iu":
+            np.testing.assert_array_equal(got, ref, err_msg="Bincount vs Aesara's graph")
+
+
+class _Errors(logging.Handler):
+    """Collects the ERROR records of Aesara's loggers (rewrite failures)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _no_logged_errors():
+    handler = _Errors()
+    logger = logging.getLogger("aesara")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    assert not handler.messages, handler.messages[:4]
+
+
+@contextmanager
+def logging_disabled():
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@st.composite
+def constant_values(draw, dtype: str):
+    """A short x for a constant: small values, the top of small dtypes, bad ones."""
+    info = np.iinfo(dtype)
+    good = [st.integers(0, min(int(info.max), 300))]
+    if info.bits <= 16:
+        good.append(st.sampled_from([int(info.max), int(info.max) - 1]))
+    else:
+        good.append(st.integers(0, BIG_TOP))
+    elements = st.one_of(*good)
+    bad = _bad_bincount_values(dtype)
+    if bad is not None and draw(st.integers(0, 3)) == 0:
+        elements = st.one_of(elements, bad)
+    return np.array(draw(st.lists(elements, max_size=20)), dtype=dtype)
+
+
+def _as_constant(backend, value):
+    if backend is GPU:
+        import cupy
+
+        return at.as_tensor_variable(cupy.asarray(value))
+    return at.as_tensor_variable(value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=max(10, settings.default.max_examples // 2))
+@given(data=st.data())
+def test_bincount_of_constants(backend, data):
+    """Constant ``x``, weights and ``minlength``: the reference's result or error.
+
+    Aesara folds ``max(x) + 1`` of a constant ``x`` in ``x``'s dtype when it
+    builds the graph, so the top of small dtypes gives it a negative or wrong
+    static length.  Compiling and calling log no rewrite failure.
+    """
+    backend.require()
+    form = data.draw(st.sampled_from(FORMS), label="form")
+    dtype = data.draw(st.sampled_from(INDEX_DTYPES), label="x dtype")
+    values = data.draw(constant_values(dtype), label="x")
+    # One weights dtype keeps the number of compiled modules small.
+    w_kind = data.draw(st.sampled_from([None, "(N,)", "(1,)", "0-d"]), label="weights")
+    weights = None
+    if w_kind is not None:
+        size = values.size if w_kind == "(N,)" else 1
+        weights = data.draw(weights_for(size, "float64"), label="weight values")
+        weights = weights.reshape(()) if w_kind == "0-d" else weights
+    minlength = data.draw(st.one_of(st.none(), st.integers(0, 300)), label="minlength")
+    x = _as_constant(backend, values)
+    w = None if weights is None else at.as_tensor_variable(weights)
+    if w_kind == "(1,)":
+        assert w.type.shape == (1,)
+    with logging_disabled():  # Aesara's own failures while it builds the graph
+        out = _bincount_form(form, x, w, minlength)
+    with _no_logged_errors():
+        fn = aesara.function([], out)
+    out_dtype = dtype if weights is None else "float64"
+    # Weights typed length 1 are one weight for every element.
+    ref_weights = weights if w_kind in (None, "(N,)") else weights.reshape(())
+    try:
+        reference_bincount(values, minlength or 0, ref_weights, out_dtype=out_dtype)
+    except (ValueError, MemoryError) as exc:
+        with _no_logged_errors():
+            with pytest.raises(type(exc)) as got:
+                fn()
+        assert str(got.value).split("\n")[0] == str(exc)
+        return
+    with _no_logged_errors():
+        got = backend.to_numpy(fn())
+    nbins = max(int(values.max()) + 1 if values.size else 0, minlength or 0)
+    assert_same_histogram(got, values, weights, nbins, out_dtype, "constants vs numpy")
+

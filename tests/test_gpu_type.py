@@ -222,6 +222,8 @@ def test_make_node_types():
     assert GpuBincount()(x, 3, w).type.dtype == "float32"
     assert GpuBincount("scatter")(x, 10, GpuArrayType("float64", ())("s")).type == GpuArrayType("float64", (10,))
     assert GpuBincount(out_dtype="float64")(x, 0).type.dtype == "float64"
+    # A 0-d weight, added for every element, in both modes.
+    assert GpuBincount()(x, 0, GpuArrayType("float32", ())("s")).type == GpuArrayType("float32", (None,))
     # A host x is moved to the GPU; a HostFromGpu is undone.
     assert GpuBincount()(at.ivector(), 0).owner.inputs[0].owner.op == gpu_from_host
     assert GpuBincount()(host_from_gpu(x), 0).owner.inputs[0] is x
@@ -233,7 +235,7 @@ def test_make_node_types():
         lambda: GpuBincount()(GpuArrayType("float32", (None,))(), 0),
         lambda: GpuBincount()(GpuArrayType("int32", (None, None))(), 0),
         lambda: GpuBincount()(GpuArrayType("int32", (None,))(), at.dscalar()),
-        lambda: GpuBincount()(GpuArrayType("int32", (None,))(), 0, GpuArrayType("float32", ())()),
+        lambda: GpuBincount()(GpuArrayType("int32", (None,))(), 0, GpuArrayType("float32", (None, None))()),
         lambda: GpuBincount(out_dtype="float64")(
             GpuArrayType("int32", (None,))(), 0, GpuArrayType("float32", (None,))()
         ),

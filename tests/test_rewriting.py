@@ -14,6 +14,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1, advanced_inc_subtenso
 import aesara_bincount  # noqa: F401
 from aesara_bincount import Bincount, match_bincount
 from aesara_bincount_core._c_code import messages
+from aesara_bincount_core.op import _constant_int
 
 from procs import run_python
 
@@ -398,3 +399,39 @@ def test_rewrites_are_cxx_only(include):
     control = FunctionGraph([x], [bincount(x) + 1], clone=True)
     rewrite_graph(control, include=include, exclude=("BlasOpt",), clone=False)
     assert Bincount in [type(n.op) for n in control.toposort()]
+
+
+@pytest.mark.parametrize("written", ["advanced_inc_subtensor1", "inc_subtensor"])
+@pytest.mark.parametrize("y_type", ["vector", "(1,)", "0-d"])
+def test_bincount_form_is_recognised_by_its_length_whatever_the_increment(written, y_type):
+    # inc_subtensor(zeros[x], y) builds an AdvancedIncSubtensor, which Aesara
+    # makes an AdvancedIncSubtensor1 only in specialize.
+    x = at.lvector("x")
+    y = {
+        "vector": at.dvector("y"),
+        "(1,)": at.TensorType("float64", shape=(1,))("y"),
+        "0-d": at.dscalar("y"),
+    }[y_type]
+    zeros = at.zeros(at.maximum(at.cast(x.max() + 1, "int64"), 4))
+    if written == "inc_subtensor":
+        out = at.inc_subtensor(zeros[x], y)
+    else:
+        out = advanced_inc_subtensor1(zeros, y, x)
+    match = match_bincount(out.owner)
+    assert match is not None and match.mode == "bincount"
+    assert match.weights.type.ndim == (1 if y_type == "vector" else 0)
+    assert _constant_int(match.n) == 4
+
+
+def test_constant_with_a_large_output_is_not_folded_while_compiling():
+    # Folding would compute the output, and hold its memory, while compiling.
+    from aesara_bincount_core.op import FOLD_MAX_BYTES
+
+    top = FOLD_MAX_BYTES // 4  # int32 counts: one bin more than the limit allows
+    c = at.constant(np.array([top, 0], dtype="int32"))
+    f = aesara.function([], bincount(c))
+    assert bincount_nodes(f)
+    got = f()
+    assert got.shape == (top + 1,) and got[0] == got[top] == 1 and int(got.sum()) == 2
+    small = aesara.function([], bincount(at.constant(np.array([top - 1], dtype="int32"))))
+    assert not bincount_nodes(small)  # exactly FOLD_MAX_BYTES: folded

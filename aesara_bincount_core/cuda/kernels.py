@@ -91,8 +91,8 @@ def bincount_cupy(
     ----------
     x : cupy.ndarray, shape ``(N,)``, int8 ... uint64
         Values (``"bincount"``) or indices (``"scatter"``), any strides.
-    weights : cupy.ndarray, shape ``(N,)``, optional
-        In ``"scatter"`` mode also ``()`` or ``(1,)``, broadcast.  Cast to
+    weights : cupy.ndarray, shape ``(N,)`` or ``()``, optional
+        ``()`` is broadcast; in ``"scatter"`` mode ``(1,)`` too.  Cast to
         ``out_dtype`` first when of another dtype.
     n : int
         ``minlength`` (``"bincount"``) or the exact length (``"scatter"``).

@@ -48,8 +48,8 @@ class GpuBincount(ExternalCOp):
     - ``x``: GPU ``(N,)``, int8 ... uint64, any strides.
     - ``n``: host ``()`` integer (cast to int64): ``minlength`` or the exact
       length.
-    - ``weights`` (optional): GPU ``(N,)`` of ``out_dtype``; in ``"scatter"``
-      mode also ``()`` or ``(1,)``, broadcast.
+    - ``weights`` (optional): GPU ``(N,)`` or ``()`` (broadcast) of
+      ``out_dtype``; in ``"scatter"`` mode also ``(1,)``, broadcast.
 
     Output: GPU ``(n_bins,)`` of ``out_dtype``.
 
