@@ -28,10 +28,15 @@ setup(
     ],
     package_dir={"aesara_bincount_core.c_code": "c_code"},
     package_data={"aesara_bincount_core.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
+    # The markers change nothing where the package installs.  On Python 3.13 and newer,
+    # where python_requires refuses it, they keep pip < 25.1 (which resolves a project's
+    # dependencies before its Requires-Python, pip issue 13270; Python 3.13.0 comes with
+    # pip 24.2) from building numpy 1.26 and scipy 1.12 from source for minutes first:
+    # without them, every pip refuses at once, with its own message.
     install_requires=[
         "aesara>=2.9,<2.10",
-        "numpy>=1.21,<2",
-        "scipy<1.13",
+        'numpy>=1.21,<2; python_version < "3.13"',
+        'scipy<1.13; python_version < "3.13"',
         "setuptools<70",
     ],
     extras_require={
