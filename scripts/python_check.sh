@@ -95,8 +95,8 @@ find_version() {
   for root in "${roots[@]}"; do
     [ -n "$root" ] && [ -d "$root/versions" ] || continue
     # Newest patch release first (3.12.10 before 3.12.9).
-    for cand in $(ls -d "$root/versions/$want".* 2>/dev/null | sort -t. -k3,3nr); do
-      cand=$cand/bin/python$want
+    for cand in $(cd "$root/versions" && ls -d "$want".* 2>/dev/null | sort -t. -k3,3nr); do
+      cand=$root/versions/$cand/bin/python$want
       if [ -x "$cand" ] && v=$(probe "$cand") && [[ $v == "$want".* ]]; then
         echo "$cand"
         return 0
