@@ -49,14 +49,15 @@ else
   SUPPORTED_TEXT="${SUPPORTED_TEXT%, } or ${SUPPORTED[${#SUPPORTED[@]}-1]}"
 fi
 
-# probe PY: print its full version (3.12.1) if it runs and is a CPython 3 of some version.
+# bounded COMMAND...: run it, for at most PROBE_S seconds where coreutils' timeout exists.
+bounded() {
+  if command -v timeout >/dev/null; then timeout "$PROBE_S" "$@"; else "$@"; fi
+}
+
+# probe PY: print its version (3.12.1) if it runs and answers as a Python does.
 probe() {
   local out
-  if command -v timeout >/dev/null; then
-    out=$(timeout "$PROBE_S" "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) || return 1
-  else
-    out=$("$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) || return 1
-  fi
+  out=$(bounded "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) || return 1
   [[ $out =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 1
   echo "$out"
 }
@@ -106,15 +107,18 @@ find_version() {
   return 1
 }
 
-# advise PY VERSION GOAL: the message for an interpreter that will not do; exits 1.
+# advise PY LABEL VERSION GOAL: the message for an interpreter PY (named LABEL) of
+# VERSION (empty: it does not run) that will not do; exits 1.
 advise() {
-  local py=$1 version=$2 goal=$3 v found newest=${SUPPORTED[${#SUPPORTED[@]}-1]}
+  local py=$1 label=$2 version=$3 goal=$4 v found said newest=${SUPPORTED[${#SUPPORTED[@]}-1]}
   {
     if [ -n "$version" ]; then
-      echo "$py is Python $version; aesara_bincount needs Python $SUPPORTED_TEXT."
+      echo "$label is Python $version; aesara_bincount needs Python $SUPPORTED_TEXT."
       why_not "$version"
     else
-      echo "$py does not run (or is not a Python interpreter); aesara_bincount needs Python $SUPPORTED_TEXT."
+      echo "$label does not run (or is not a Python interpreter); aesara_bincount needs Python $SUPPORTED_TEXT."
+      said=$(bounded "$py" -c pass 2>&1 </dev/null | head -n 1)
+      [ -z "$said" ] || echo "It says: $said"
     fi
     echo "Choose a supported interpreter with PYTHON, for example:"
     echo "    make $goal PYTHON=python$newest"
@@ -154,8 +158,8 @@ case "$MODE" in
     ;;
   --given)
     [ -n "$PY" ] || die "PYTHON is empty: name a Python $SUPPORTED_TEXT interpreter, e.g. make $GOAL PYTHON=python3.12"
-    version=$(probe "$PY") || advise "PYTHON=$PY" "" "$GOAL"
-    is_supported "$version" || advise "PYTHON=$PY" "$version" "$GOAL"
+    version=$(probe "$PY") || advise "$PY" "PYTHON=$PY" "" "$GOAL"
+    is_supported "$version" || advise "$PY" "PYTHON=$PY" "$version" "$GOAL"
     if [ -n "$VENV" ] && [ -e "$VENV/bin/python" ]; then
       have=$(probe "$VENV/bin/python") || have="?"
       if [ "${have%.*}" != "${version%.*}" ]; then
@@ -173,14 +177,14 @@ case "$MODE" in
     for ((i = ${#SUPPORTED[@]} - 1; i >= 0; i--)); do
       cand=python${SUPPORTED[i]}
       if command -v "$cand" >/dev/null && v=$(probe "$cand") && is_supported "$v"; then
-        if [ -n "$version" ]; then what="Python $version"; else what="not a working Python"; fi
-        echo "$PY is $what, which aesara_bincount does not support (it needs Python $SUPPORTED_TEXT);" \
-          "using $cand (Python $v) instead.  Set PYTHON to choose another." >&2
+        if [ -n "$version" ]; then what="is Python $version"; else what="does not run"; fi
+        echo "$PY $what; aesara_bincount needs Python $SUPPORTED_TEXT: using $cand (Python $v) instead." \
+          "Set PYTHON to choose another." >&2
         echo "$cand"
         exit 0
       fi
     done
-    advise "$PY" "$version" "$GOAL"
+    advise "$PY" "$PY" "$version" "$GOAL"
     ;;
   *)
     die "usage: $0 --given PY [--venv DIR] [--goal GOAL] | --default PY [--goal GOAL] | --find X.Y | --supported"

@@ -123,6 +123,7 @@ def test_a_python_that_does_not_run_is_refused(tmp_path):
     proc = check("--given", stub(tmp_path, "python3.12"), "--goal", "test")
     assert proc.returncode == 1
     assert "does not run" in proc.stderr and "make test PYTHON=python3.12" in proc.stderr
+    assert "It says: pyenv: python3.12: command not found" in proc.stderr
 
 
 @needs_tools
