@@ -48,6 +48,29 @@ venv: $(STAMP)
 python-check:
 	@py=$$($(PYTHON_CHECK) --venv $(VENV)) && echo "python-check: $$py ($$("$$py" --version 2>&1)) for $(VENV)"
 
+## The GPU test-suite (tests/gpu) on the CPU emulation of the GPU (tests/gpu_emu);
+## a skipped test (no NVRTC, no C++20 compiler) fails here.
+gpu-emulated: $(STAMP)
+	@log=$$(mktemp); \
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/test_gpu_emulated.py $(PYTEST_ARGS) 2>&1 | tee $$log; \
+	if grep -Eq '[0-9]+ (failed|errors?|skipped)' $$log || ! grep -Eq '[0-9]+ passed' $$log; then \
+	  rm -f $$log; echo "gpu-emulated: not every test passed (a skip counts as a failure here)"; exit 1; \
+	fi; rm -f $$log
+
+## The main job, the emulated GPU suite and the GPU dry run on Python 3.12 (the
+## GPU machine's) with the GPU bundle's pinned versions (PY312_PINS, checked
+## against make_bundle.sh by tests/test_python_versions.py), in a venv of its
+## own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
+## none is an error.  CI runs this after make test.
+PY312_VENV ?= .venv-py312
+PY312_PINS := scripts/gpu-bundle-constraints.txt
+PYTHON312 ?=
+test-py312:
+	@py="$(PYTHON312)"; [ -n "$$py" ] || py=$$(bash scripts/python_check.sh --find 3.12) || exit 1; \
+	echo "test-py312: $$py in $(PY312_VENV), pins $(PY312_PINS)"; \
+	$(MAKE) --no-print-directory -k VENV=$(PY312_VENV) PYTHON="$$py" PIP_CONSTRAINTS=$(PY312_PINS) \
+	  demo gpu-emulated gpu-dry-run
+
 ## The main job: the seed case, checked against numpy.bincount and timed.
 ## bincount uses no BLAS, so Aesara's BLAS probe (pages of numpy.distutils
 ## warnings at import) is skipped unless AESARA_FLAGS already chooses BLAS flags.
@@ -99,29 +122,6 @@ plots: $(DOCS_STAMP)
 ## scripts/gpu_check.sh's stages on the CPU emulation of the GPU (no GPU needed).
 gpu-dry-run: $(STAMP)
 	PYTHON=$(PY) bash scripts/gpu_check.sh dry-run
-
-## The GPU test-suite (tests/gpu) on the CPU emulation of the GPU (tests/gpu_emu);
-## a skipped test (no NVRTC, no C++20 compiler) fails here.
-gpu-emulated: $(STAMP)
-	@log=$$(mktemp); \
-	$(PY) -m pytest -q -rs -p no:cacheprovider tests/test_gpu_emulated.py $(PYTEST_ARGS) 2>&1 | tee $$log; \
-	if grep -Eq '[0-9]+ (failed|errors?|skipped)' $$log || ! grep -Eq '[0-9]+ passed' $$log; then \
-	  rm -f $$log; echo "gpu-emulated: not every test passed (a skip counts as a failure here)"; exit 1; \
-	fi; rm -f $$log
-
-## The main job, the emulated GPU suite and the GPU dry run on Python 3.12 (the
-## GPU machine's) with the GPU bundle's pinned versions (PY312_PINS, checked
-## against make_bundle.sh by tests/test_python_versions.py), in a venv of its
-## own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
-## none is an error.  CI runs this after make test.
-PY312_VENV ?= .venv-py312
-PY312_PINS := scripts/gpu-bundle-constraints.txt
-PYTHON312 ?=
-test-py312:
-	@py="$(PYTHON312)"; [ -n "$$py" ] || py=$$(bash scripts/python_check.sh --find 3.12) || exit 1; \
-	echo "test-py312: $$py in $(PY312_VENV), pins $(PY312_PINS)"; \
-	$(MAKE) --no-print-directory -k VENV=$(PY312_VENV) PYTHON="$$py" PIP_CONSTRAINTS=$(PY312_PINS) \
-	  demo gpu-emulated gpu-dry-run
 
 ## The offline Python 3.12 bundle that scripts/gpu_check.sh installs on a GPU
 ## machine (needs the package index; make_bundle.sh is in the shared gpu-env).
