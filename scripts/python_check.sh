@@ -18,7 +18,7 @@
 #       supported and exit 1.
 #   python_check.sh --find X.Y
 #       print a working Python X.Y: pythonX.Y on PATH, else pyenv's newest X.Y.*
-#       (`pyenv root`, $PYENV_ROOT, ~/.pyenv); exit 1 saying where it looked.
+#       (`pyenv root`, $PYENV_ROOT, ~/.pyenv, /root/.pyenv); exit 1 saying where it looked.
 #   python_check.sh --supported
 #       print the supported versions (X.Y), one a line.
 # GOAL (default demo) is the make target named in the advice ("make GOAL PYTHON=...").
