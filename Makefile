@@ -1,10 +1,24 @@
 # aesara_bincount developer commands.  Each target creates or reuses a local
 # virtual environment in $(VENV) and installs what it needs into it.
+#
+# The interpreter the venv is made with.  An explicit PYTHON (make demo
+# PYTHON=python3.12, or PYTHON in the environment) is used as given, or refused
+# at once if it is not a supported version; without one, python3 is used if it
+# is supported, else the newest supported python3.X on PATH.  The supported
+# versions are setup.py's python_requires; scripts/python_check.sh reads them
+# and does the checking (make python-check says which Python would be used).
+PYTHON_GIVEN := $(filter command environment,$(firstword $(origin PYTHON)))
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
+# Extra pip constraints files for every install into the venv (make test-py312
+# sets the GPU bundle's pinned versions).
+PIP_CONSTRAINTS ?=
+PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check $(addprefix -c ,$(PIP_CONSTRAINTS))
+PYTHON_CHECK = bash scripts/python_check.sh $(if $(PYTHON_GIVEN),--given,--default) "$(PYTHON)" \
+  --goal $(or $(firstword $(filter-out python-check,$(MAKECMDGOALS))),venv)
 
 .PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle
 BENCH_STAMP := $(VENV)/.installed-bench
@@ -18,12 +32,44 @@ BENCH_ARGS ?=
 DOCS_STAMP := $(VENV)/.installed-docs
 SPHINX := $(PY) -m sphinx -W --keep-going -q
 
-$(STAMP): setup.py pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# An explicit PYTHON is checked on every run (python-check), so that it is
+# never silently ignored for a venv made by another Python; the default is
+# checked when the venv is made.
+$(STAMP): setup.py pyproject.toml $(PIP_CONSTRAINTS) $(if $(PYTHON_GIVEN),| python-check)
+	@py=$$($(PYTHON_CHECK)) || exit 1; \
+	echo "$$py -m venv $(VENV)"; "$$py" -m venv $(VENV)
+	$(PIP_INSTALL) -e ".[test]"
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+.PHONY: python-check test-py312 gpu-emulated
+## Which Python the venv is made with; an unsupported one stops here, in seconds.
+python-check:
+	@py=$$($(PYTHON_CHECK) --venv $(VENV)) && echo "python-check: $$py ($$("$$py" --version 2>&1)) for $(VENV)"
+
+## The GPU test-suite (tests/gpu) on the CPU emulation of the GPU (tests/gpu_emu);
+## a skipped test (no NVRTC, no C++20 compiler) fails here.
+gpu-emulated: $(STAMP)
+	@log=$$(mktemp); \
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/test_gpu_emulated.py $(PYTEST_ARGS) 2>&1 | tee $$log; \
+	if grep -Eq '[0-9]+ (failed|errors?|skipped)' $$log || ! grep -Eq '[0-9]+ passed' $$log; then \
+	  rm -f $$log; echo "gpu-emulated: not every test passed (a skip counts as a failure here)"; exit 1; \
+	fi; rm -f $$log
+
+## The main job, the emulated GPU suite and the GPU dry run on Python 3.12 (the
+## GPU machine's) with the GPU bundle's pinned versions (PY312_PINS, checked
+## against make_bundle.sh by tests/test_python_versions.py), in a venv of its
+## own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
+## none is an error.  CI runs this after make test.
+PY312_VENV ?= .venv-py312
+PY312_PINS := scripts/gpu-bundle-constraints.txt
+PYTHON312 ?=
+test-py312:
+	@py="$(PYTHON312)"; [ -n "$$py" ] || py=$$(bash scripts/python_check.sh --find 3.12) || exit 1; \
+	echo "test-py312: $$py in $(PY312_VENV), pins $(PY312_PINS)"; \
+	$(MAKE) --no-print-directory -k VENV=$(PY312_VENV) PYTHON="$$py" PIP_CONSTRAINTS=$(PY312_PINS) \
+	  demo gpu-emulated gpu-dry-run
 
 ## The main job: the seed case, checked against numpy.bincount and timed.
 ## bincount uses no BLAS, so Aesara's BLAS probe (pages of numpy.distutils
@@ -42,9 +88,9 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not docs" $(PYTEST_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[bench]"
-	-$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --disable-pip-version-check "setuptools<70"
+	$(PIP_INSTALL) -e ".[bench]"
+	-$(PIP_INSTALL) "$(TORCH_SPEC)"
+	$(PIP_INSTALL) "setuptools<70"
 	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
@@ -56,7 +102,7 @@ bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)
 
 $(DOCS_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,docs]"
+	$(PIP_INSTALL) -e ".[test,docs]"
 	touch $(DOCS_STAMP)
 
 ## This documentation site, in docs/_build/html/index.html (warnings are errors).
@@ -126,4 +172,4 @@ sanitize: $(STAMP)
 	exit $$status
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build .cache .gpu-check gpu-check-out
+	rm -rf $(VENV) $(PY312_VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build .cache .gpu-check gpu-check-out

@@ -14,7 +14,10 @@ setup(
     long_description=open("README.rst", encoding="utf-8").read(),
     long_description_content_type="text/x-rst",
     license="BSD-3-Clause",
-    python_requires=">=3.11",
+    # Tried with pyenv's 3.10.13, 3.11.7, 3.12.1 and 3.13.0: 3.13 cannot install numpy < 2
+    # (numpy 1.26 has no build for it), which Aesara 2.9 needs.  scripts/python_check.sh
+    # (the Makefile's check) reads this line.
+    python_requires=">=3.10,<3.13",
     packages=[
         "aesara_bincount",
         "aesara_bincount.gpu",
@@ -25,10 +28,15 @@ setup(
     ],
     package_dir={"aesara_bincount_core.c_code": "c_code"},
     package_data={"aesara_bincount_core.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
+    # The markers change nothing where the package installs.  On Python 3.13 and newer,
+    # where python_requires refuses it, they keep pip < 25.1 (which resolves a project's
+    # dependencies before its Requires-Python, pip issue 13270; Python 3.13.0 comes with
+    # pip 24.2) from building numpy 1.26 and scipy 1.12 from source for minutes first:
+    # without them, every pip refuses at once, with its own message.
     install_requires=[
         "aesara>=2.9,<2.10",
-        "numpy>=1.21,<2",
-        "scipy<1.13",
+        'numpy>=1.21,<2; python_version < "3.13"',
+        'scipy<1.13; python_version < "3.13"',
         "setuptools<70",
     ],
     extras_require={
@@ -40,7 +48,9 @@ setup(
         "docs": ["sphinx>=8,<10", "furo>=2024.8", "numpydoc>=1.8,<2", "matplotlib>=3.7"],
     },
     classifiers=[
+        "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
         "Programming Language :: C",
         "Topic :: Scientific/Engineering",
     ],
