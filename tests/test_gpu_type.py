@@ -266,9 +266,3 @@ def test_op_pickles_and_prints():
     assert again == op and hash(again) == hash(op)
     assert again.c_code_cache_version() == op.c_code_cache_version()
     assert "GpuBincount" in str(op) and "scatter" in str(op)
-
-
-def test_gpu_rows_needs_a_gpu(monkeypatch):
-    monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
-    with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
-        gpu.gpu_rows(np.arange(3))

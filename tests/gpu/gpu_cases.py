@@ -8,19 +8,14 @@ skipped.  Nothing here imports Aesara: the kernel tests also run under
 NumPy 2 + CuPy 14, where Aesara cannot be imported.
 """
 import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-
-import kernel_layer  # noqa: E402
+from aesara_bincount_core.cuda import kernels
 
 #: True when the GPU is the CPU emulation (tests/gpu_emu).
 EMULATED = os.environ.get("AESARA_BINCOUNT_EMULATED_GPU") == "1"
 
-kernels = kernel_layer.load()
 AVAILABLE, WHY = kernels.is_available()
 
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
