@@ -362,6 +362,8 @@ def table(args):
     text = render(runs)
     gpu = runs[0]["meta"]["gpu"]
     header = f"# GPU benchmark on {gpu}\n\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
+    if "emulation" in gpu.lower():
+        header += "**CPU emulation (tests/gpu_emu): a check of the script, not GPU figures.**\n\n"
     print(text)
     for out in filter(None, (args.out, args.results)):
         path = out.replace("{gpu}", gpu.replace(" ", "-"))

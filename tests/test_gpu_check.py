@@ -175,7 +175,7 @@ def test_dry_run_runs_every_stage(tmp_path):
     assert "toolz: bundle" in log  # use_bundle put the bundle in front
     assert "GpuBincount, aesara.function (host out)" in log  # the main job's GPU rows
     table = (out / "gpu-table.md").read_text()
-    assert "CPU emulation" in table and "| 2e4 | 300 | uniform | int32 |" in table, table
+    assert "not GPU figures" in table and "| 20000 | 300 | uniform | int32 |" in table, table
     # Nothing emulated lands beside real results.
     assert sorted(os.listdir(results)) == before
     assert os.path.exists(os.path.join(ROOT, ".gpu-check")) == state_existed
