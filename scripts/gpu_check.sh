@@ -48,10 +48,12 @@
 # Environment: OUT, PYTHON (default python3), GPU_BUNDLE, GPU_CHECK_STATE.
 # Sourcing this file defines its functions and runs nothing (tests/test_gpu_check.py).
 
-# Time limits (seconds) of the stages.  The expected times on an H200 are in the README.
+# Time limits (seconds) of the stages; a stage that ignores the TERM signal at its limit is
+# killed KILL_AFTER seconds later.  The expected times on an H200 are in the README.
+KILL_AFTER=5
 LIMIT_machine=45
-LIMIT_kernel_tests=150
-LIMIT_kernel_benchmark=150
+LIMIT_kernel_tests=140
+LIMIT_kernel_benchmark=140
 LIMIT_sanitizer=60          # each of memcheck, racecheck, synccheck
 LIMIT_bundle_install=60
 LIMIT_bundle_import=45
@@ -67,9 +69,9 @@ stage() {
   echo "=== [$name] $(date +%T), at most ${limit}s: $*" | tee -a "$LOG"
   if declare -F "$1" >/dev/null; then
     # A function of this script: run it in a child bash, so that `timeout` can stop it.
-    timeout --kill-after=15 "$limit" bash -c "$(declare -f); $(printf '%q ' "$@")" 2>&1 | tee -a "$LOG"
+    timeout --kill-after="$KILL_AFTER" "$limit" bash -c "$(declare -f); $(printf '%q ' "$@")" 2>&1 | tee -a "$LOG"
   else
-    timeout --kill-after=15 "$limit" "$@" 2>&1 | tee -a "$LOG"
+    timeout --kill-after="$KILL_AFTER" "$limit" "$@" 2>&1 | tee -a "$LOG"
   fi
   rc=${PIPESTATUS[0]}
   local verdict="ok"
@@ -320,8 +322,9 @@ run_aesara() {
 }
 
 plan() {
-  local standalone=$((LIMIT_machine + LIMIT_kernel_tests + LIMIT_kernel_benchmark + 3 * LIMIT_sanitizer + LIMIT_table))
-  local aesara=$((LIMIT_bundle_install + LIMIT_bundle_import + LIMIT_gpu_tests + LIMIT_aesara_benchmark + LIMIT_main_job + LIMIT_table))
+  # Each stage at its limit, plus KILL_AFTER (7 stages in standalone, 6 in aesara).
+  local standalone=$((LIMIT_machine + LIMIT_kernel_tests + LIMIT_kernel_benchmark + 3 * LIMIT_sanitizer + LIMIT_table + 7 * KILL_AFTER))
+  local aesara=$((LIMIT_bundle_install + LIMIT_bundle_import + LIMIT_gpu_tests + LIMIT_aesara_benchmark + LIMIT_main_job + LIMIT_table + 6 * KILL_AFTER))
   echo "standalone: machine $LIMIT_machine, kernel-tests $LIMIT_kernel_tests, kernel-benchmark $LIMIT_kernel_benchmark, 3 sanitizers x $LIMIT_sanitizer, table $LIMIT_table"
   echo "aesara: bundle-install $LIMIT_bundle_install, bundle-import $LIMIT_bundle_import, gpu-tests $LIMIT_gpu_tests, aesara-benchmark $LIMIT_aesara_benchmark, main-job $LIMIT_main_job, table $LIMIT_table"
   echo "worst case: standalone ${standalone}s, aesara ${aesara}s, all $((standalone + aesara - LIMIT_table))s"
