@@ -119,13 +119,16 @@ PLOT_ARGS ?=
 plots: $(DOCS_STAMP)
 	$(PY) benchmarks/plot.py $(PLOT_ARGS)
 
-## scripts/gpu_check.sh's stages on the CPU emulation of the GPU (no GPU needed).
+## Every stage of scripts/gpu_check.sh on the CPU emulation of the GPU (no GPU
+## needed; a few minutes); results and table in a new temporary folder (OUT=...
+## to choose one).  make test runs it too (tests/test_gpu_check.py).
 gpu-dry-run: $(STAMP)
 	PYTHON=$(PY) bash scripts/gpu_check.sh dry-run
 
 ## The offline Python 3.12 bundle that scripts/gpu_check.sh installs on a GPU
-## machine (needs the package index; make_bundle.sh is in the shared gpu-env).
-GPU_ENV ?= /work/shared/gpu-env
+## machine (needs the package index; make_bundle.sh is in the shared gpu-env,
+## which CI lays beside the checkout).
+GPU_ENV ?= ../shared/gpu-env
 gpu-bundle:
 	bash $(GPU_ENV)/make_bundle.sh .gpu-bundle 3.12
 

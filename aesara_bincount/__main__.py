@@ -5,7 +5,12 @@ Builds the seed case (1,000,000 random int64 values in [0, 1000) in an
 checks it against :func:`numpy.bincount`, and times side by side, in one
 process: numpy, Aesara's own graph (``excluding("bincount")``), and
 :class:`~aesara_bincount.Bincount` with OpenMP off and on; then the weighted
-variant.  On a machine with a usable GPU it adds the GPU rows.
+variant.  On a machine with a usable GPU (``aesara_bincount.gpu.is_available()``)
+it adds the GPU rows (:func:`gpu_rows`: GpuBincount through Aesara and alone,
+``cupy.bincount``, ``torch.bincount``); a GPU said usable that cannot run the
+seed case makes the job fail.  The GPU rows live here, in the main job, and
+not in ``aesara_bincount.gpu``, which holds only what a user of the GPU Op
+needs; ``benchmarks/bench_gpu.py`` has the GPU benchmark grid.
 """
 import argparse
 import os
@@ -57,13 +62,102 @@ def _rows(
         fns[name] = f
     if with_gpu:
         try:
-            from aesara_bincount.gpu import gpu_rows  # type: ignore[attr-defined]
-
             fns.update(gpu_rows(x_np, w_np))
-        except Exception as exc:  # pragma: no cover - GPU machines only
-            print(f"  GPU rows skipped: {exc}")
+        except Exception as exc:
+            # A GPU said usable that cannot run the seed case is a failure.
+            print(f"  GPU rows FAILED: {type(exc).__name__}: {exc}")
+            ok = False
     times = interleaved_medians(fns, repeat=repeat)
     return list(times.items()), ok
+
+
+def gpu_rows(x_np: np.ndarray, w_np: Optional[np.ndarray] = None) -> Dict[str, Callable[[], object]]:
+    """The main job's GPU candidates, checked against :func:`numpy.bincount`.
+
+    Parameters
+    ----------
+    x_np : numpy.ndarray, shape ``(N,)``, integer dtype
+    w_np : numpy.ndarray, shape ``(N,)``, optional
+        Weights.
+
+    Returns
+    -------
+    dict of str to callable
+        Zero-argument callables, each doing one complete bincount and waiting
+        for the GPU (a stream synchronization): the Aesara function with
+        ``GpuBincount`` (data in GPU shared variables, result back on the
+        host), the kernel layer alone (``bincount_cupy``, result on the
+        device), ``cupy.bincount``, and ``torch.bincount`` when PyTorch with
+        CUDA is importable.
+
+    Raises
+    ------
+    GpuUnavailableError
+        No usable GPU (``aesara_bincount.gpu.is_available()``).
+    RuntimeError
+        The GPU rewrite did not put ``GpuBincount`` in the graph, or a result
+        differs from ``numpy.bincount``.
+    """
+    from aesara_bincount import gpu
+
+    ok, why = gpu.is_available()
+    if not ok:
+        raise gpu.GpuUnavailableError(why)
+    import aesara
+    import cupy
+    from aesara.tensor.extra_ops import bincount
+
+    x_gpu = cupy.asarray(x_np)
+    w_gpu = None if w_np is None else cupy.asarray(w_np)
+    gx = gpu.shared(x_gpu, borrow=True, name="x_gpu")
+    kwargs = {} if w_np is None else {"weights": gpu.shared(w_gpu, borrow=True, name="w_gpu")}
+    f = aesara.function([], bincount(gx, **kwargs))
+    if not any(isinstance(n.op, gpu.GpuBincount) for n in f.maker.fgraph.toposort()):
+        raise RuntimeError("the GPU rewrite did not fire")
+    expected = np.bincount(x_np, weights=w_np)
+    kernel_out = cupy.asnumpy(gpu.bincount_cupy(x_gpu, w_gpu))
+    if not np.allclose(f(), expected) or not np.allclose(kernel_out, expected):
+        raise RuntimeError("GpuBincount differs from numpy.bincount")
+    sync = cupy.cuda.get_current_stream().synchronize
+
+    def run_kernel():
+        out = gpu.bincount_cupy(x_gpu, w_gpu)
+        sync()
+        return out
+
+    def run_cupy():
+        out = cupy.bincount(x_gpu, weights=w_gpu)
+        sync()
+        return out
+
+    rows: Dict[str, Callable[[], object]] = {
+        "GpuBincount, aesara.function (host out)": f,
+        "GpuBincount kernel layer (device out)": run_kernel,
+        "cupy.bincount (device out)": run_cupy,
+    }
+    torch_row = _torch_row(x_gpu, w_gpu)
+    if torch_row is not None:
+        rows["torch.bincount (device out)"] = torch_row
+    return rows
+
+
+def _torch_row(x_gpu, w_gpu) -> Optional[Callable[[], object]]:
+    """``torch.bincount`` on the same device arrays, or None without PyTorch and CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    xt = torch.as_tensor(x_gpu, device="cuda")
+    wt = None if w_gpu is None else torch.as_tensor(w_gpu, device="cuda")
+
+    def run_torch():
+        out = torch.bincount(xt, weights=wt)
+        torch.cuda.synchronize()
+        return out
+
+    return run_torch
 
 
 def _at_least(low: int) -> Callable[[str], int]:

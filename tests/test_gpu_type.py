@@ -270,12 +270,6 @@ def test_op_pickles_and_prints():
     assert "GpuBincount" in str(op) and "scatter" in str(op)
 
 
-def test_gpu_rows_needs_a_gpu(monkeypatch):
-    monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
-    with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
-        gpu.gpu_rows(np.arange(3))
-
-
 def test_type_transfer_and_var_form_no_cycle():
     """type.py imports neither transfer.py nor var.py (not even inside a
     function); transfer.py imports type.py only; var.py both."""

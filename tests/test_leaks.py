@@ -81,6 +81,7 @@ def _inputs():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_calls_keep_memory_flat(backend, openmp):
+    backend.skip_on_emulation(f"{CALLS + WARMUP} calls")
     rng, base_x = _inputs()
     x0 = np.abs(base_x[0])
     w_base = rng.standard_normal(2 * x0.size)
@@ -109,6 +110,7 @@ def test_calls_keep_memory_flat(backend, openmp):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_failing_calls_keep_memory_flat(backend, openmp):
+    backend.skip_on_emulation(f"{CALLS + WARMUP} calls")
     """10,000 calls that raise, through every C error path: a negative value
     and a refused index found after the threads counted most of x (private
     histograms allocated), an output too large for memory after the direct

@@ -6,8 +6,11 @@ errors, not tracebacks.  It times nothing that is asserted.
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from aesara_bincount import __main__ as main_job
+from aesara_bincount import gpu
 from aesara_bincount.__main__ import main
 
 
@@ -49,3 +52,21 @@ def test_runs_as_a_module():
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "result: OK" in proc.stdout
+
+
+def test_gpu_rows_need_a_gpu(monkeypatch):
+    monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
+    with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
+        main_job.gpu_rows(np.arange(3))
+
+
+def test_failing_gpu_rows_fail_the_job(monkeypatch, capsys):
+    # A GPU said usable whose rows break must not pass unseen (the GPU check runs the main job).
+    def broken(x_np, w_np=None):
+        raise RuntimeError("GpuBincount differs from numpy.bincount")
+
+    monkeypatch.setattr(gpu, "is_available", lambda: (True, "a GPU in this test"))
+    monkeypatch.setattr(main_job, "gpu_rows", broken)
+    assert main(["-n", "100", "--bins", "5", "--repeat", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "GPU rows FAILED: RuntimeError: GpuBincount differs" in out and "result: FAILED" in out

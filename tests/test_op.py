@@ -1,4 +1,9 @@
-"""The CPU Bincount Op against numpy.bincount and np.add.at."""
+"""The Op against numpy.bincount and np.add.at, on the CPU (``Bincount``) and the GPU (``GpuBincount``).
+
+Every test that takes ``backend`` runs on both (``tests/conftest.py``); on
+the GPU, :meth:`backends.Backend.function` puts the array inputs in GPU
+shared variables, so the same body drives ``GpuBincount``.
+"""
 import aesara
 import aesara.tensor as at
 import numpy as np
@@ -13,16 +18,15 @@ from hypothesis.extra import numpy as hnp
 import aesara_bincount  # noqa: F401  (registers the rewrite)
 from aesara_bincount import Bincount, bincount, reference_bincount
 from aesara_bincount_core.semantics import INDEX_DTYPES as INT_DTYPES
+from backends import CPU
 
 FAST_RUN = get_default_mode()
 PY_MODE = aesara.compile.mode.Mode(linker="py", optimizer="fast_run")
 
 
-def compiled(*args, mode=FAST_RUN, **kwargs):
-    f = aesara.function(*args, mode=mode, **kwargs)
-    ops = [n.op for n in f.maker.fgraph.toposort()]
-    assert any(isinstance(op, Bincount) for op in ops), ops
-    return f
+def compiled(inputs, outputs, mode=FAST_RUN, backend=CPU, **kwargs):
+    """``aesara.function`` on ``backend``; fails unless its graph holds the backend's Op."""
+    return backend.function(inputs, outputs, mode=mode, **kwargs)
 
 
 def expected_counts(x, minlength=0, dtype=None):
@@ -38,9 +42,9 @@ def dtype_max_sample(dtype, rng, size):
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES)
-def test_counts_every_dtype(dtype, rng, openmp):
+def test_counts_every_dtype(dtype, rng, openmp, backend):
     x = at.vector("x", dtype=dtype)
-    f = compiled([x], at_bincount(x))
+    f = compiled([x], at_bincount(x), backend=backend)
     for size in (1, 7, 1000, 100_000):
         xv = dtype_max_sample(dtype, rng, size)
         out = f(xv)
@@ -50,10 +54,10 @@ def test_counts_every_dtype(dtype, rng, openmp):
 
 @pytest.mark.parametrize("dtype", INT_DTYPES)
 @pytest.mark.parametrize("wdtype", ["float32", "float64", "int64"])
-def test_weighted_every_dtype(dtype, wdtype, rng, openmp):
+def test_weighted_every_dtype(dtype, wdtype, rng, openmp, backend):
     x = at.vector("x", dtype=dtype)
     w = at.vector("w", dtype=wdtype)
-    f = compiled([x, w], at_bincount(x, weights=w))
+    f = compiled([x, w], at_bincount(x, weights=w), backend=backend)
     for size in (1, 1000, 50_000):
         xv = dtype_max_sample(dtype, rng, size)
         if wdtype.startswith("float"):
@@ -75,55 +79,56 @@ def test_weighted_every_dtype(dtype, wdtype, rng, openmp):
 
 
 @pytest.mark.parametrize("minlength", [0, 1, 5, 999, 1000, 5000])
-def test_minlength(minlength, rng, openmp):
+def test_minlength(minlength, rng, openmp, backend):
     x = at.lvector("x")
-    f = compiled([x], at_bincount(x, minlength=minlength))
+    f = compiled([x], at_bincount(x, minlength=minlength), backend=backend)
     xv = rng.integers(0, 1000, size=20_000)
     np.testing.assert_array_equal(f(xv), np.bincount(xv, minlength=minlength))
 
 
-def test_symbolic_minlength(rng):
+def test_symbolic_minlength(rng, backend):
     x = at.lvector("x")
     m = at.iscalar("m")
-    f = compiled([x, m], at_bincount(x, minlength=m))
+    f = compiled([x, m], at_bincount(x, minlength=m), backend=backend)
     xv = rng.integers(0, 10, size=100)
     for m_val in (0, 3, 10, 11, 50):
         np.testing.assert_array_equal(f(xv, m_val), np.bincount(xv, minlength=m_val))
 
 
-def test_empty_returns_zeros_of_minlength():
+def test_empty_returns_zeros_of_minlength(backend):
     x = at.lvector("x")
     w = at.dvector("w")
-    f = compiled([x], at_bincount(x, minlength=4))
+    f = compiled([x], at_bincount(x, minlength=4), backend=backend)
     out = f(np.zeros(0, dtype=np.int64))
     np.testing.assert_array_equal(out, np.zeros(4, dtype=np.int64))
     assert out.dtype == np.int64
-    g = compiled([x, w], at_bincount(x, weights=w, minlength=3))
+    g = compiled([x, w], at_bincount(x, weights=w, minlength=3), backend=backend)
     np.testing.assert_array_equal(g(np.zeros(0, np.int64), np.zeros(0)), np.zeros(3))
-    h = compiled([x], at_bincount(x))
+    h = compiled([x], at_bincount(x), backend=backend)
     assert h(np.zeros(0, dtype=np.int64)).shape == (0,)
 
 
 @pytest.mark.parametrize("value", [0, 1, 17, 4095, 4096, 70_000])
-def test_single_element_and_all_equal(value, openmp):
+def test_single_element_and_all_equal(value, openmp, backend):
     x = at.lvector("x")
-    f = compiled([x], at_bincount(x))
+    f = compiled([x], at_bincount(x), backend=backend)
     np.testing.assert_array_equal(f(np.array([value])), np.bincount([value]))
     xv = np.full(300_000, value, dtype=np.int64)
     np.testing.assert_array_equal(f(xv), np.bincount(xv))
 
 
 @pytest.mark.parametrize("bins", [1, 2, 16, 255, 256, 1000, 4097, 65_536, 300_000, 1_000_000])
-def test_bin_counts_1_to_1e6(bins, rng, openmp):
+def test_bin_counts_1_to_1e6(bins, rng, openmp, backend):
     x = at.ivector("x")
-    f = compiled([x], at_bincount(x))
+    f = compiled([x], at_bincount(x), backend=backend)
     for size in (bins // 3 + 1, 200_000):
         xv = rng.integers(0, bins, size=size).astype(np.int32)
         xv[-1] = bins - 1
         np.testing.assert_array_equal(f(xv), expected_counts(xv))
 
 
-def test_openmp_on_and_off_identical_integer_results(rng):
+@pytest.mark.cpu_only("compares OpenMP off and on, a CPU setting")
+def test_openmp_on_and_off_identical_integer_results(rng, backend):
     x = at.lvector("x")
     w = at.lvector("w")
     inputs = (
@@ -146,40 +151,41 @@ def test_openmp_on_and_off_identical_integer_results(rng):
             np.testing.assert_array_equal(u, v)
 
 
-def test_top_of_dtype_values_work_like_numpy():
+def test_top_of_dtype_values_work_like_numpy(backend):
     for dtype, top in (("int8", 127), ("int16", 32767), ("uint8", 255), ("uint16", 65535)):
         x = at.vector("x", dtype=dtype)
-        f = compiled([x], at_bincount(x))
+        f = compiled([x], at_bincount(x), backend=backend)
         xv = np.array([top, 0, top], dtype=dtype)
         out = f(xv)
         assert out.shape == (top + 1,)
         np.testing.assert_array_equal(out, expected_counts(xv))
 
 
-def test_small_count_dtype_wraps_like_aesara():
+def test_small_count_dtype_wraps_like_aesara(backend):
     x = at.bvector("x")
-    f = compiled([x], at_bincount(x))
+    f = compiled([x], at_bincount(x), backend=backend)
     xv = np.full(300, 5, dtype=np.int8)
     out = f(xv)
     assert out.dtype == np.int8
     assert out[5] == np.int8(300 - 256)
+    # Aesara's own graph, on the host, is the reference on both backends.
     g = aesara.function([x], at_bincount(x), mode=FAST_RUN.excluding("bincount"))
     np.testing.assert_array_equal(out, g(xv))
 
 
-def test_nan_and_inf_weights_sum_like_numpy():
+def test_nan_and_inf_weights_sum_like_numpy(backend):
     x = at.lvector("x")
     w = at.dvector("w")
-    f = compiled([x, w], at_bincount(x, weights=w))
+    f = compiled([x, w], at_bincount(x, weights=w), backend=backend)
     xv = np.array([0, 0, 1, 2, 2, 3])
     wv = np.array([np.inf, -np.inf, np.nan, np.inf, 1.0, -0.0])
     np.testing.assert_array_equal(f(xv, wv), np.bincount(xv, weights=wv))
 
 
-def test_strided_inputs(rng, openmp):
+def test_strided_inputs(rng, openmp, backend):
     x = at.lvector("x")
     w = at.dvector("w")
-    f = compiled([x, w], [at_bincount(x), at_bincount(x, weights=w)])
+    f = compiled([x, w], [at_bincount(x), at_bincount(x, weights=w)], backend=backend)
     base = rng.integers(0, 100, size=(200_000, 3))
     wbase = rng.random((200_000, 2))
     xv, wv = base[:, 1], wbase[:, 0]
@@ -191,19 +197,19 @@ def test_strided_inputs(rng, openmp):
     np.testing.assert_array_equal(f(xr, wv)[0], np.bincount(xr))
 
 
-def test_shared_variable_seed_case(rng):
+def test_shared_variable_seed_case(rng, backend):
     xv = rng.integers(0, 1000, size=1_000_000)
-    x = aesara.shared(xv)
-    f = compiled([], at_bincount(x))
+    x = backend.shared(xv)
+    f = compiled([], at_bincount(x), backend=backend)
     np.testing.assert_array_equal(f(), np.bincount(xv))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int64", "uint64"])
-def test_scatter_add_form_matches_add_at(dtype, rng, openmp):
+def test_scatter_add_form_matches_add_at(dtype, rng, openmp, backend):
     idx = at.vector("idx", dtype=dtype)
     w = at.dvector("w")
     n = 300
-    f = compiled([idx, w], at.inc_subtensor(at.zeros(n)[idx], w))
+    f = compiled([idx, w], at.inc_subtensor(at.zeros(n)[idx], w), backend=backend)
     lo = 0 if dtype.startswith("u") else -n
     hi = min(n, np.iinfo(dtype).max + 1)
     iv = rng.integers(max(lo, np.iinfo(dtype).min), hi, size=100_000).astype(dtype)
@@ -213,15 +219,15 @@ def test_scatter_add_form_matches_add_at(dtype, rng, openmp):
     np.testing.assert_allclose(f(iv, wv), ref, rtol=1e-10)
 
 
-def test_scatter_add_form_counts_and_scalar_increment(rng):
+def test_scatter_add_form_counts_and_scalar_increment(rng, backend):
     idx = at.lvector("idx")
     n = at.lscalar("n")
     iv = rng.integers(-50, 50, size=10_000)
-    f = compiled([idx, n], at.inc_subtensor(at.zeros(n)[idx], 1))
+    f = compiled([idx, n], at.inc_subtensor(at.zeros(n)[idx], 1), backend=backend)
     ref = np.zeros(50)
     np.add.at(ref, iv, 1)
     np.testing.assert_array_equal(f(iv, 50), ref)
-    g = compiled([idx], at.inc_subtensor(at.zeros(50, dtype="int32")[idx], 3))
+    g = compiled([idx], at.inc_subtensor(at.zeros(50, dtype="int32")[idx], 3), backend=backend)
     ref = np.zeros(50, dtype=np.int32)
     np.add.at(ref, iv, 3)
     out = g(iv)
@@ -229,18 +235,18 @@ def test_scatter_add_form_counts_and_scalar_increment(rng):
     np.testing.assert_array_equal(out, ref)
 
 
-def test_scatter_add_form_keeps_static_shape():
+def test_scatter_add_form_keeps_static_shape(backend):
     idx = at.lvector("idx")
     out = at.inc_subtensor(at.zeros(7)[idx], 1.0)
-    f = compiled([idx], out)
+    f = compiled([idx], out, backend=backend)
     assert f.maker.fgraph.outputs[0].type.shape == (7,)
     np.testing.assert_array_equal(f(np.array([6, -1, 0])), [1, 0, 0, 0, 0, 0, 2])
 
 
-def test_direct_op_builder(rng):
+def test_direct_op_builder(rng, backend):
     x = at.lvector("x")
     w = at.dvector("w")
-    f = aesara.function([x, w], [bincount(x, minlength=3), bincount(x, weights=w)])
+    f = compiled([x, w], [bincount(x, minlength=3), bincount(x, weights=w)], backend=backend)
     xv = rng.integers(0, 10, size=100)
     wv = rng.random(100)
     counts, sums = f(xv, wv)
@@ -249,15 +255,15 @@ def test_direct_op_builder(rng):
 
 
 @pytest.mark.parametrize("mode", ["bincount", "scatter"])
-def test_python_linker_perform_matches_c(mode, rng):
+def test_python_linker_perform_matches_c(mode, rng, backend):
     x = at.lvector("x")
     w = at.dvector("w")
     n = 40 if mode == "scatter" else 5
     outs = [Bincount(mode)(x, n), Bincount(mode)(x, n, w)]
     xv = rng.integers(-40 if mode == "scatter" else 0, 40, size=1000)
     wv = rng.random(1000)
-    f_py = aesara.function([x, w], outs, mode=PY_MODE)
-    f_c = aesara.function([x, w], outs)
+    f_py = compiled([x, w], outs, mode=PY_MODE, backend=backend)
+    f_c = compiled([x, w], outs, backend=backend)
     for a, b in zip(f_py(xv, wv), f_c(xv, wv)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     np.testing.assert_allclose(
@@ -265,40 +271,47 @@ def test_python_linker_perform_matches_c(mode, rng):
     )
 
 
-def test_infer_shape(rng):
+def test_infer_shape(rng, backend):
+    # The shape is computed without running the Op (check=False).
     x = at.lvector("x")
     m = at.lscalar("m")
     out = Bincount("bincount")(x, m)
-    f = aesara.function([x, m], out.shape)
+    f = compiled([x, m], out.shape, backend=backend, check=False)
     for xv, mv in ((rng.integers(0, 100, 50), 3), (np.zeros(0, np.int64), 5), (np.array([9]), 20)):
         assert tuple(f(xv, mv)) == np.bincount(xv, minlength=mv).shape
     s = Bincount("scatter")(x, m)
-    g = aesara.function([x, m], s.shape)
+    g = compiled([x, m], s.shape, backend=backend, check=False)
     assert tuple(g(np.array([1, 2]), 11)) == (11,)
 
 
-def test_gradient_wrt_weights_numeric(rng):
-    xv = rng.integers(0, 6, size=30)
+def test_gradient_wrt_weights_numeric(rng, backend):
+    x = backend.shared(rng.integers(0, 6, size=30), name="x")
 
     def fn(w):
-        return Bincount("bincount")(at.constant(xv), 8, w)
+        return Bincount("bincount")(x, 8, w)
 
+    w = at.dvector("w")
+    backend.check_graph(aesara.function([w], fn(w)))
     verify_grad(fn, [rng.random(30)], rng=rng)
 
 
-def test_gradient_is_g_of_x(rng):
+def test_gradient_is_g_of_x(rng, backend):
     x = at.lvector("x")
     w = at.dvector("w")
     g_out = at.dvector("g")
     out = at_bincount(x, weights=w)
     gw = aesara.grad(None, w, known_grads={out: g_out})
-    f = aesara.function([x, w, g_out], gw, on_unused_input="ignore")
+    f = compiled([x, w, g_out], [out, gw], backend=backend)
     xv = rng.integers(0, 10, size=40)
+    wv = rng.random(40)
     gv = rng.random(10)
-    np.testing.assert_allclose(f(xv, rng.random(40), gv), gv[xv])
+    sums, grad = f(xv, wv, gv)
+    np.testing.assert_allclose(grad, gv[xv])
+    np.testing.assert_allclose(sums, np.bincount(xv, weights=wv))
 
 
-def test_make_node_type_errors():
+@pytest.mark.cpu_only("GpuBincount's make_node errors are tests/test_gpu_type.py::test_make_node_refuses")
+def test_make_node_type_errors(backend):
     with pytest.raises(TypeError):
         Bincount()(at.dvector(), 0)
     with pytest.raises(TypeError):
@@ -328,8 +341,9 @@ def test_make_node_type_errors():
     minlength=st.integers(0, 2500),
     weighted=st.booleans(),
 )
-def test_property_against_numpy(xv, minlength, weighted):
-    x_var, w_var, f_counts, f_weighted = _property_functions(str(xv.dtype))
+def test_property_against_numpy(backend, xv, minlength, weighted):
+    backend.require()
+    x_var, w_var, f_counts, f_weighted = _property_functions(backend, str(xv.dtype))
     if weighted:
         wv = np.linspace(-1.0, 1.0, xv.size)
         out = f_weighted(xv, wv, minlength)
@@ -343,28 +357,29 @@ def test_property_against_numpy(xv, minlength, weighted):
 _PROPERTY_CACHE = {}
 
 
-def _property_functions(dtype):
-    if dtype not in _PROPERTY_CACHE:
+def _property_functions(backend, dtype):
+    key = (backend.name, dtype)
+    if key not in _PROPERTY_CACHE:
         x = at.vector("x", dtype=dtype)
         w = at.dvector("w")
         m = at.lscalar("m")
-        _PROPERTY_CACHE[dtype] = (
+        _PROPERTY_CACHE[key] = (
             x,
             w,
-            compiled([x, m], at_bincount(x, minlength=m)),
-            compiled([x, w, m], at_bincount(x, weights=w, minlength=m)),
+            compiled([x, m], at_bincount(x, minlength=m), backend=backend),
+            compiled([x, w, m], at_bincount(x, weights=w, minlength=m), backend=backend),
         )
-    return _PROPERTY_CACHE[dtype]
+    return _PROPERTY_CACHE[key]
 
 
 @pytest.mark.parametrize("bins", [200, 70_000, 3_000_000])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_runs_of_equal_values(bins, weighted, rng, openmp):
+def test_runs_of_equal_values(bins, weighted, rng, openmp, backend):
     """Run-heavy data takes the run-aggregating loops (private and direct paths)."""
     x = at.lvector("x")
     w = at.dvector("w")
     out = at_bincount(x, weights=w if weighted else None)
-    f = compiled([x, w] if weighted else [x], out)
+    f = compiled([x, w] if weighted else [x], out, backend=backend)
     values = rng.integers(0, bins, size=3000)
     lengths = rng.integers(1, 200, size=3000)
     for xv in (np.repeat(values, lengths), np.full(200_000, bins - 1), np.sort(rng.integers(0, bins, 300_000))):

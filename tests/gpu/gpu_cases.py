@@ -8,15 +8,10 @@ skipped.  Nothing here imports Aesara: the kernel tests also run under
 NumPy 2 + CuPy 14, where Aesara cannot be imported.
 """
 import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # a checkout run without installing the package
-
-from aesara_bincount_core.cuda import kernels  # noqa: E402
+from aesara_bincount_core.cuda import kernels
 
 #: True when the GPU is the CPU emulation (tests/gpu_emu).
 EMULATED = os.environ.get("AESARA_BINCOUNT_EMULATED_GPU") == "1"
