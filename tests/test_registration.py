@@ -55,9 +55,17 @@ assert counts.tolist() == [0, 0, 2] and scatter.tolist() == [0.0, 0.0, 4.0], (co
 assert "aesara_bincount" not in sys.modules
 # The keys were read: their Ops come from the core, which registers nothing.
 assert __CORE__ in sys.modules, sorted(m for m in sys.modules if "bincount" in m)
+# Not even Aesara's constructors for CuPy arrays.
+from aesara.compile.sharedvalue import shared_constructor
+from aesara.tensor import _as_tensor_variable
+from aesara_bincount_core.gpu.type import CupyArray
+assert CupyArray not in shared_constructor.registry
+assert CupyArray not in _as_tensor_variable.registry
 
 # Importing the package is what turns the rewrites on.
 import aesara_bincount
+assert shared_constructor.registry[CupyArray] is aesara_bincount.gpu.shared
+assert CupyArray in _as_tensor_variable.registry
 g = aesara.function([x], bincount(x))
 assert any(type(n.op).__name__ == "Bincount" for n in g.maker.fgraph.toposort())
 print("ok")

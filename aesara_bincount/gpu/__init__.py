@@ -19,21 +19,43 @@ The kernel layer (the package :mod:`aesara_bincount_core.cuda`; its public
 functions are in :mod:`aesara_bincount_core.cuda.kernels`) imports neither
 Aesara nor CuPy at import time.
 """
+from aesara.compile.sharedvalue import shared_constructor
+from aesara.tensor import _as_tensor_variable
+
 from aesara_bincount.gpu import rewriting
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount
-from aesara_bincount_core.gpu.type import GpuArrayType
+from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
 from aesara_bincount_core.gpu.var import (
     GpuArrayConstant,
     GpuArraySharedVariable,
     GpuArrayVariable,
+    as_tensor_cupy_array,
     gpu_shared,
 )
 
 #: ``aesara_bincount.gpu.shared(value)``: a GPU-resident shared variable.
 shared = gpu_shared
+
+
+def register_cupy_arrays() -> None:
+    """Make Aesara take CuPy arrays: ``aesara.shared`` and ``as_tensor_variable``.
+
+    Registers :func:`gpu_shared` with ``aesara.compile.sharedvalue.shared_constructor``
+    and :func:`~aesara_bincount_core.gpu.var.as_tensor_cupy_array` with
+    ``aesara.tensor.as_tensor_variable`` for ``cupy.ndarray`` (recognised by
+    its class, without importing CuPy).  Importing this package calls it;
+    calling it again changes nothing.  It lives here, not beside the types,
+    so that a process that only unpickles our types from Aesara's compile
+    cache keeps Aesara's own behaviour for CuPy arrays.
+    """
+    shared_constructor.register(CupyArray)(gpu_shared)
+    _as_tensor_variable.register(CupyArray)(as_tensor_cupy_array)
+
+
+register_cupy_arrays()
 
 __all__ = [
     "GpuArrayType",
@@ -51,6 +73,7 @@ __all__ = [
     "is_available",
     "local_gpu_bincount",
     "rewriting",
+    "register_cupy_arrays",
     "shared",
 ]
 

@@ -8,11 +8,11 @@ those above it:
 - :mod:`.transfer`: ``HostFromGpu`` / ``GpuFromHost``, and the ``"gpu"``
   target of Aesara's transfer registry;
 - :mod:`.var`: GPU variables, constants and shared variables, and the
-  shared-variable constructor for CuPy arrays (registered with Aesara);
+  shared-variable constructor for CuPy arrays (which ``import
+  aesara_bincount`` registers with Aesara);
 - :mod:`.op`: :class:`~.op.GpuBincount`.
 
 This package imports the first three, so that a GpuArrayType always has its
-variables, transfers and constructor, whichever of its modules is imported
-first.
+variables and transfers, whichever of its modules is imported first.
 """
 from aesara_bincount_core.gpu import type, transfer, var  # noqa: F401, E402

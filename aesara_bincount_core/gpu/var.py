@@ -6,13 +6,17 @@ one to a tensor inserts a
 :class:`~aesara_bincount_core.gpu.transfer.HostFromGpu` transfer, and the GPU
 rewrite removes the transfer again where a GPU Op can take the GPU value.
 
-Shared variables: ``aesara.shared(cupy_array)`` and :func:`gpu_shared`
-(``aesara_bincount.gpu.shared``) of a NumPy or CuPy array give a
-:class:`GpuArraySharedVariable`, for every int, uint and float dtype.  The
-constructor is registered with Aesara's ``shared_constructor`` for CuPy
-arrays without importing CuPy (:class:`~aesara_bincount_core.gpu.type.CupyArray`
-recognises them by their class).  CuPy is imported only when a value must be
-made or read.
+Shared variables: :func:`gpu_shared` (``aesara_bincount.gpu.shared``) of a
+NumPy or CuPy array gives a :class:`GpuArraySharedVariable`, for every int,
+uint and float dtype.  CuPy is imported only when a value must be made or
+read.
+
+This module registers nothing for CuPy arrays: ``import aesara_bincount``
+registers :func:`gpu_shared` with Aesara's ``shared_constructor`` and
+:func:`as_tensor_cupy_array` with ``as_tensor_variable`` for them (see
+:func:`aesara_bincount.gpu.register_cupy_arrays`), so that a process that
+only unpickles our types from Aesara's compile cache keeps Aesara's own
+behaviour for CuPy arrays.
 
 Importing this module (which the package ``aesara_bincount_core.gpu`` does)
 sets ``GpuArrayType.variable_type`` and ``constant_type``, as Aesara's
@@ -21,7 +25,7 @@ sets ``GpuArrayType.variable_type`` and ``constant_type``, as Aesara's
 from typing import Optional
 
 import numpy as np
-from aesara.compile.sharedvalue import SharedVariable, shared_constructor
+from aesara.compile.sharedvalue import SharedVariable
 from aesara.graph.basic import Constant, Variable
 from aesara.tensor import _as_tensor_variable
 from aesara.tensor.basic import as_tensor_variable
@@ -30,7 +34,6 @@ from aesara.tensor.var import _tensor_py_operators
 from aesara_bincount_core.gpu.transfer import host_from_gpu
 from aesara_bincount_core.gpu.type import (
     GPU_DTYPES,
-    CupyArray,
     GpuArrayType,
     _is_cupy,
     cupy_module,
@@ -42,6 +45,7 @@ __all__ = [
     "GpuArrayConstant",
     "GpuArraySharedVariable",
     "gpu_shared",
+    "as_tensor_cupy_array",
 ]
 
 
@@ -121,7 +125,6 @@ GpuArrayType.variable_type = GpuArrayVariable
 GpuArrayType.constant_type = GpuArrayConstant
 
 
-@shared_constructor.register(CupyArray)
 def gpu_shared(
     value,
     name: Optional[str] = None,
@@ -134,9 +137,9 @@ def gpu_shared(
 ) -> GpuArraySharedVariable:
     """A GPU-resident shared variable holding ``value``.
 
-    ``aesara.shared(cupy_array)`` calls this (it is registered with
-    ``aesara.compile.sharedvalue.shared_constructor`` for CuPy arrays);
-    ``aesara_bincount.gpu.shared`` is this function, and also takes NumPy
+    ``aesara.shared(cupy_array)`` calls this once ``aesara_bincount`` is
+    imported (it is then registered with Aesara's ``shared_constructor`` for
+    CuPy arrays); ``aesara_bincount.gpu.shared`` is this function, and also takes NumPy
     arrays (or anything ``numpy.asarray`` accepts), which it copies to the
     current device.
 
@@ -194,8 +197,11 @@ def _as_tensor_gpu_variable(x, name, ndim, **kwargs):
     return as_tensor_variable(host_from_gpu(x), name=name, ndim=ndim, **kwargs)
 
 
-@_as_tensor_variable.register(CupyArray)
-def _as_tensor_cupy_array(x, name, ndim, **kwargs):
-    """A CuPy array used as a tensor: a GPU constant moved to the host."""
+def as_tensor_cupy_array(x, name, ndim, **kwargs):
+    """A CuPy array used as a tensor: a GPU constant moved to the host.
+
+    Registered with Aesara's ``as_tensor_variable`` for CuPy arrays by
+    ``import aesara_bincount`` (:func:`aesara_bincount.gpu.register_cupy_arrays`).
+    """
     gtype = GpuArrayType(x.dtype, shape=x.shape)
     return _as_tensor_gpu_variable(GpuArrayConstant(gtype, x, name=name), name, ndim, **kwargs)
