@@ -351,15 +351,20 @@ static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
 }
 
 /* By thread: chunk t of idx into out (t == 0) or into private copy t - 1,
- * then the copies into out, rows split between the threads.  Returns -1 when
- * the copies cannot be allocated (nothing has been written then). */
+ * then the copies into out, rows split between the threads.  The copies start
+ * at the additive identity: 0, or -0.0 for floats (x + -0.0 is x for every x,
+ * -0.0 included, where x + 0.0 would turn a -0.0 of the base into 0.0).
+ * Returns -1 when the copies cannot be allocated (nothing has been written
+ * then). */
 static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt)
 {
     const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
     const npy_intp copy = c->nrows * c->rowlen;
-    SA_ACC_T *priv = (SA_ACC_T *)bc_calloc((size_t)(nt - 1) * (size_t)copy, sizeof(SA_ACC_T));
+    const size_t bytes = (size_t)(nt - 1) * (size_t)copy * sizeof(SA_ACC_T);
+    SA_ACC_T *priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
     if (priv == NULL)
         return -1;
+    bc_advise_huge_pages(priv, bytes);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
 #endif
@@ -373,6 +378,16 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt)
 #endif
         lo = bc_split(c->n, team, t);
         hi = bc_split(c->n, team, t + 1);
+        if (t > 0) {
+            /* Each thread fills its own copy (its pages then sit near it). */
+            SA_ACC_T *p = priv + (npy_intp)(t - 1) * copy;
+#if SA_OUT_FLOAT
+            for (r = 0; r < copy; r++)
+                p[r] = (SA_ACC_T)-0.0;
+#else
+            memset(p, 0, (size_t)copy * sizeof(SA_ACC_T));
+#endif
+        }
         if (t == 0)
             APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, c->nrows);
         else
