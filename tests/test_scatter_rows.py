@@ -312,3 +312,46 @@ def test_static_shape_of_zeros_form():
     idx = at.lvector("idx")
     out = ScatterAdd("zeros")(at.as_tensor_variable([5, 3]), g, idx)
     assert out.type.shape == (5, 3)
+
+
+# -- the C code's paths ----------------------------------------------------------------
+#: (N, V, row length, increments' row layout, expected split with OpenMP on 2 threads)
+PATHS = [
+    (1000, 100, 8, "rows", "serial"),  # too little work to split
+    (100_000, 100, 8, "rows", "by thread"),  # few rows: private copies
+    (20_000, 20_000, 64, "rows", "by row"),  # many wide rows
+    (20_000, 20_000, 64, "one value per index", "by row"),
+    (20_000, 20_000, 64, "strided", "by row"),
+    (100_000, 100_000, 2, "rows", "serial"),  # many narrow rows
+    (100_000, 10, 1, "rows", "by thread"),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["base", "inplace"])
+@pytest.mark.parametrize("n, nrows, rowlen, layout, split", PATHS)
+def test_paths_of_the_c_code(backend, form, n, nrows, rowlen, layout, split, openmp):
+    """Every path gives np.add.at's values; in index order, bit for bit."""
+    case = rows_case(backend, form, "float64", 2, "float64", 2, "int64", openmp)
+    rng = np.random.default_rng(n + nrows + rowlen)
+    base = rng.standard_normal((nrows, rowlen)) + 0.0
+    idx = rng.integers(-nrows, nrows, n)
+    if layout == "rows":
+        inc = rng.standard_normal((n, rowlen))
+    elif layout == "one value per index":
+        inc = rng.standard_normal((n, 1))
+    else:
+        inc = (rng.standard_normal((n, 2 * rowlen)), (slice(None), slice(None, None, -2)))
+    view = base
+    if form == "inplace" and layout == "strided":
+        # An in-place base that is not C-contiguous: the strided path of out.
+        wide = rng.standard_normal((nrows, 2 * rowlen)) + 0.0
+        view = (wide, (slice(None), slice(None, None, 2)))
+        base = wide[:, ::2]
+    inc_value = inc if isinstance(inc, np.ndarray) else inc[0][inc[1]]
+    got = case.run(view, inc, idx)
+    assert_same_rows(got, base, inc_value, idx, f"{split}, {layout}")
+    if split != "by thread" or not openmp:
+        # One thread, or rows split by row: every row gets its increments in
+        # index order, as np.add.at adds them.
+        np.testing.assert_array_equal(got, expected_rows(base, inc_value, idx))
