@@ -14,7 +14,8 @@
  * its position; increments that cannot be broadcast raise ValueError (after
  * the IndexError, as Aesara's AdvancedIncSubtensor1 orders them).  It returns
  * 0 on success and -1 with a Python exception set on failure; on failure *out
- * is left as it was and nothing has been written anywhere.
+ * is left as it was and nothing has been written but a fresh output, which is
+ * dropped.
  *
  * The Op defines SA_ONTO_ZEROS, SA_INPLACE, SA_OUT_FLOAT (the output is a
  * float) and SA_IDX_SIGNED (the indices are signed) to 0 or 1.  Three forms,
@@ -30,9 +31,12 @@
  * Op's graph casts them, as Aesara's C code does); integer sums wrap modulo
  * 2**bits, computed with unsigned arithmetic so that the wrap is defined.
  *
- * Algorithm.  One pass over idx checks every index (the test of an element is
- * one unsigned compare, also for negative indices, and the pass vectorises).
- * Then the rows are added.  A row of contiguous increments onto a contiguous
+ * Algorithm.  Each index is checked with one unsigned compare (v + V < 2V,
+ * which also catches negative ones).  In place, one pass over idx checks them
+ * all (it vectorises) before any row is written; into a fresh output (onto
+ * zeros, onto a copy of the base) they are checked while the rows are added,
+ * and on a bad one the output is dropped and a serial scan names the first
+ * bad index, whatever the thread count: one pass over idx fewer.  A row of contiguous increments onto a contiguous
  * output row is a loop of vector loads and adds (gcc vectorises it, the
  * pointers are restrict); a row length known at compile time (1, 2, 4, 8, 16,
  * 32 elements) gets a loop of its own.  Increments broadcast along the row (one value
@@ -150,6 +154,7 @@ typedef struct {
     npy_intp rest_istrides[NPY_MAXDIMS];
     const SA_IDX_T *idx;        /* contiguous indices */
     npy_intp n;                 /* N */
+    int check;                  /* check each index while adding (else checked already) */
 } SA_CTX;
 
 /* The row of index value v (checked to lie in [-V, V)). */
@@ -192,6 +197,19 @@ static npy_intp APPLY_SPECIFIC(sa_first_bad)(const SA_IDX_T *SA_RESTRICT idx, np
         }
     }
     return -1;
+}
+
+/* Raise the IndexError of the first index outside [-V, V), if any: returns
+ * -1 then, else 0. */
+static int APPLY_SPECIFIC(sa_raise_first_bad)(const SA_CTX *c, npy_intp nrows)
+{
+    const npy_intp bad = APPLY_SPECIFIC(sa_first_bad)(c->idx, c->n, nrows);
+    if (bad < 0)
+        return 0;
+    {
+        const SA_IDX_T v = c->idx[bad];
+        return sa_raise_index(SA_IDX_SIGNED, (npy_int64)v, (npy_uint64)v, bad, nrows);
+    }
 }
 
 /* ---- adding one row ---- */
@@ -254,11 +272,17 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
 /*
  * Add the increment rows i in [lo, hi) whose row v lies in [vlo, vhi) into
  * dst, whose rows are dstride bytes apart; `contig` says whether dst's rows
- * are contiguous (else they have out's strides).
+ * are contiguous (else they have out's strides).  With c->check, stop and
+ * return 1 at an index outside [-V, V) (the caller then discards its fresh
+ * output); else return 0.
  */
 #define SA_LOOP(ROW_ADD)                                                              \
     for (i = lo; i < hi; i++) {                                                       \
-        const npy_intp v = APPLY_SPECIFIC(sa_row)(idx[i], nrows);                     \
+        const SA_IDX_T raw = idx[i];                                                  \
+        npy_intp v;                                                                   \
+        if (check && APPLY_SPECIFIC(sa_is_bad)(raw, nrows))                           \
+            return 1;                                                                 \
+        v = APPLY_SPECIFIC(sa_row)(raw, nrows);                                       \
         if (i + SA_PREFETCH < hi) {                                                   \
             const npy_intp pv = APPLY_SPECIFIC(sa_row)(idx[i + SA_PREFETCH], nrows);      \
             if (!filter || (pv >= vlo && pv < vhi))                                       \
@@ -273,14 +297,14 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
     SA_LOOP(APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(dst + v * dstride),            \
                                           (const SA_ACC_T *)(inc + i * istride), LEN))
 
-static void APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp dstride,
-                                          int contig, npy_intp lo, npy_intp hi, npy_intp vlo,
-                                          npy_intp vhi)
+static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp dstride,
+                                         int contig, npy_intp lo, npy_intp hi, npy_intp vlo,
+                                         npy_intp vhi)
 {
     const SA_IDX_T *SA_RESTRICT idx = c->idx;
     const char *inc = c->inc;
     const npy_intp nrows = c->nrows, istride = c->istride, len = c->rowlen;
-    const int filter = vlo > 0 || vhi < nrows;
+    const int filter = vlo > 0 || vhi < nrows, check = c->check;
     npy_intp i;
     if (contig && c->inc_kind == SA_INC_CONTIG) {
         /* Rows of a length known at compile time get loops of their own:
@@ -327,6 +351,7 @@ static void APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp d
         SA_LOOP(APPLY_SPECIFIC(sa_add_strided)(c, dst + v * dstride, os, inc + i * istride,
                                                c->rest_istrides))
     }
+    return 0;
 }
 
 #undef SA_FIXED_LOOP
@@ -355,18 +380,20 @@ static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
  * at the additive identity: 0, or -0.0 for floats (x + -0.0 is x for every x,
  * -0.0 included, where x + 0.0 would turn a -0.0 of the base into 0.0).
  * Returns -1 when the copies cannot be allocated (nothing has been written
- * then). */
-static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt)
+ * then), else 0; *bad is set when a bad index was met. */
+static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
 {
     const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
     const npy_intp copy = c->nrows * c->rowlen;
     const size_t bytes = (size_t)(nt - 1) * (size_t)copy * sizeof(SA_ACC_T);
+    int found = 0;
     SA_ACC_T *priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
     if (priv == NULL)
         return -1;
     bc_advise_huge_pages(priv, bytes);
+    *bad = 0;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(| : found)
 #endif
     {
         int t = 0, team = 1, k;
@@ -389,10 +416,10 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt)
 #endif
         }
         if (t == 0)
-            APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, c->nrows);
+            found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, c->nrows);
         else
-            APPLY_SPECIFIC(sa_accumulate)(c, (char *)(priv + (npy_intp)(t - 1) * copy), rowbytes,
-                                          1, lo, hi, 0, c->nrows);
+            found |= APPLY_SPECIFIC(sa_accumulate)(c, (char *)(priv + (npy_intp)(t - 1) * copy),
+                                                   rowbytes, 1, lo, hi, 0, c->nrows);
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
@@ -406,15 +433,18 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt)
         }
     }
     free(priv);
+    *bad = found;
     return 0;
 }
 
-/* By row: thread t adds the increments of the rows in its range of out. */
-static void APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
+/* By row: thread t adds the increments of the rows in its range of out.
+ * Returns 1 when a bad index was met. */
+static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
 {
+    int found = 0;
     (void)nt;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) reduction(| : found)
 #endif
     {
         int t = 0, team = 1;
@@ -422,29 +452,31 @@ static void APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
         t = omp_get_thread_num();
         team = omp_get_num_threads();
 #endif
-        APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n,
-                                      bc_split(c->nrows, team, t),
-                                      bc_split(c->nrows, team, t + 1));
+        found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n,
+                                               bc_split(c->nrows, team, t),
+                                               bc_split(c->nrows, team, t + 1));
     }
+    return found;
 }
 
-static void APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
+/* Add everything; returns 1 when a bad index was met (c->check only). */
+static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
 {
     const int nt = APPLY_SPECIFIC(sa_threads)(c);
+    int bad = 0;
     if (nt > 1) {
         const double inc_bytes = (double)c->n * (double)c->rowlen * sizeof(SA_ACC_T);
         const double priv_bytes =
             (double)(nt - 1) * (double)c->nrows * (double)c->rowlen * sizeof(SA_ACC_T);
         if (c->out_contig && priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
             priv_bytes <= (double)SA_PRIVATE_MAX_BYTES &&
-            APPLY_SPECIFIC(sa_run_private)(c, nt) == 0)
-            return;
-        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES && c->nrows >= nt) {
-            APPLY_SPECIFIC(sa_run_rows)(c, nt);
-            return;
-        }
+            APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
+            return bad;
+        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES && c->nrows >= nt)
+            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
     }
-    APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, c->nrows);
+    return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0,
+                                         c->nrows);
 }
 
 /* ---- the entry point ---- */
@@ -485,7 +517,6 @@ int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
     SA_CTX ctx;
     PyArrayObject *idx = NULL, *res = NULL;
     npy_intp dims[NPY_MAXDIMS], target[NPY_MAXDIMS], bstrides[NPY_MAXDIMS];
-    npy_intp bad;
     int ndim, k;
 
     memset(&ctx, 0, sizeof(ctx));
@@ -504,26 +535,38 @@ int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
         dims[k] = PyArray_DIM(base, k);
 #endif
 
-    /* Indices: contiguous, and all in [-V, V) before anything is written. */
+    /* Indices, contiguous.  In place, all are checked before anything is
+     * written; into a fresh output, while adding (the output is discarded on
+     * error), which saves a pass over idx. */
     idx = PyArray_GETCONTIGUOUS(idx_in);
     if (idx == NULL)
         return -1;
     ctx.idx = (const SA_IDX_T *)PyArray_DATA(idx);
     ctx.n = PyArray_DIM(idx, 0);
-    bad = APPLY_SPECIFIC(sa_first_bad)(ctx.idx, ctx.n, dims[0]);
-    if (bad >= 0) {
-        const SA_IDX_T v = ctx.idx[bad];
-        sa_raise_index(SA_IDX_SIGNED, (npy_int64)v, (npy_uint64)v, bad, dims[0]);
+    ctx.check = !SA_INPLACE;
+    if (SA_INPLACE && APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0)
         goto fail;
-    }
 
-    /* Increments, broadcast to the indexed shape (N, *rest). */
+    /* Increments, broadcast to the indexed shape (N, *rest); a bad index is
+     * reported first, as Aesara's graph does. */
     target[0] = ctx.n;
     for (k = 1; k < ndim; k++)
         target[k] = dims[k];
     if (sa_broadcast_increments(PyArray_NDIM(inc_in), PyArray_DIMS(inc_in),
-                                PyArray_STRIDES(inc_in), ndim, target, bstrides) != 0)
+                                PyArray_STRIDES(inc_in), ndim, target, bstrides) != 0) {
+        if (!SA_INPLACE) {
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            if (APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0) {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(trace);
+                goto fail;
+            }
+            PyErr_Restore(type, value, trace);
+        }
         goto fail;
+    }
     ctx.inc = PyArray_BYTES(inc_in);
 
     /* The output. */
@@ -549,7 +592,11 @@ int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
 #endif
 
     APPLY_SPECIFIC(sa_layout)(&ctx, res, bstrides);
-    if (ctx.n > 0 && ctx.rowlen > 0)
+    if (ctx.check && ctx.n > 0 &&
+        (ctx.rowlen > 0 ? APPLY_SPECIFIC(sa_run)(&ctx) : 1) &&
+        APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0)
+        goto fail; /* nothing was written but res, which is dropped */
+    if (!ctx.check && ctx.n > 0 && ctx.rowlen > 0)
         APPLY_SPECIFIC(sa_run)(&ctx);
     Py_DECREF(idx);
     Py_XDECREF(*out);

@@ -126,16 +126,20 @@ def test_increments_that_do_not_broadcast(backend, form, inc_shape):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_index_error_comes_before_value_error(backend):
+@pytest.mark.parametrize("form", FORMS)
+def test_index_error_comes_before_value_error(backend, form):
     """As in Aesara's graph, a bad index is reported before bad increments."""
-    case = rows_case(backend, "inplace", "float64", 2, "float64", 2, "int64")
+    case = rows_case(backend, form, "float64", 2, "float64", 2, "int64")
     base = np.zeros((3, 2))
     exc = fails_then_recovers(
         case,
         (base, np.ones((5, 2)), np.array([0, 3])),
         (base, np.ones((2, 2)), np.array([0, 2])),
+        nrows=3,
     )
     assert isinstance(exc, IndexError)
+    if form != "inplace":
+        return
     ref = aesara.function(
         [], [], updates={case.W: at.inc_subtensor(case.W[case.I], case.G)},
         mode=aesara.compile.mode.get_default_mode().excluding("bincount"),
@@ -145,6 +149,18 @@ def test_index_error_comes_before_value_error(backend):
     case.backend.set(case.I, np.array([0, 3]))
     with pytest.raises(IndexError):
         ref()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", FORMS)
+def test_bad_index_in_rows_of_length_zero(backend, form):
+    """Rows of no element: nothing to add, and the indices are still checked."""
+    case = rows_case(backend, form, "float64", 2, "float64", 2, "int64")
+    base = np.zeros((3, 0))
+    fails_then_recovers(
+        case, (base, np.ones((2, 0)), np.array([0, -4])), (base, np.ones((2, 0)), np.array([0, -3])),
+        nrows=3,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
