@@ -96,7 +96,9 @@ def optional_competitors():
     try:
         import numba
 
-        @numba.njit(cache=True, nogil=True)
+        # No cache=True: the script is also loaded under another module name
+        # (tests/test_bench_rows.py), which numba's cache cannot reload.
+        @numba.njit(nogil=True)
         def rows_into(out, idx, g):
             # out: (V, D), g: (N, D); a plain double loop.
             for i in range(idx.shape[0]):

@@ -36,22 +36,24 @@
  * all (it vectorises) before any row is written; into a fresh output (onto
  * zeros, onto a copy of the base) they are checked while the rows are added,
  * and on a bad one the output is dropped and a serial scan names the first
- * bad index, whatever the thread count: one pass over idx fewer.  A row of contiguous increments onto a contiguous
- * output row is a loop of vector loads and adds (gcc vectorises it, the
- * pointers are restrict); a row length known at compile time (1, 2, 4, 8, 16,
- * 32 elements) gets a loop of its own.  Increments broadcast along the row (one value
- * per index) add that value; other layouts (a strided or transposed
- * increment, a base that is not C-contiguous, in place) go through a strided
- * loop over the row's dimensions: the slower path.  The next rows of out are
- * prefetched, SA_PREFETCH indices ahead, which hides most of the latency of
- * the random rows of a large table.
+ * bad index, whatever the thread count: one pass over idx fewer.
+ *
+ * A row of contiguous increments onto a contiguous output row is added with
+ * vector loads and adds (32-byte vectors, gcc's vector extensions); a row
+ * length known at compile time (1, 2, 4, 8, 16, 32 elements) gets a loop of
+ * its own.  Increments broadcast along the row (one value per index) add
+ * that value; other layouts (a strided or transposed increment, a base that
+ * is not C-contiguous, in place) go through a strided loop over the row's
+ * dimensions: the slower path.  The row of out that an index SA_PREFETCH
+ * places ahead names is prefetched, which hides much of the latency of the
+ * random rows of a large table.
  *
  * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
  * to split it without atomics:
  *   by thread (privatized rows): idx is cut into one chunk per thread; the
- *     first thread adds into out, each other one into a zero-filled private
- *     copy of out, and the copies are then added into out, row ranges split
- *     between the threads.  Chosen when the copies are small against the
+ *     first thread adds into out, each other one into a private copy of out
+ *     (starting at 0, or -0.0 for floats), and the copies are then added
+ *     into out, row ranges split between the threads.  Chosen when the copies are small against the
  *     increments (SA_PRIVATE_MAX_FRACTION) and below SA_PRIVATE_MAX_BYTES.
  *     Float sums then depend on the thread count (fixed for a given count).
  *   by row: each thread owns a range of rows of out and walks all of idx,
@@ -214,21 +216,52 @@ static int APPLY_SPECIFIC(sa_raise_first_bad)(const SA_CTX *c, npy_intp nrows)
 
 /* ---- adding one row ---- */
 
+/* Vectors of SA_VEC_BYTES bytes (gcc's vector extensions; memcpy loads and
+ * stores them unaligned, as one instruction each).  gcc's auto-vectoriser
+ * left some of the fixed-length loops below scalar once inlined, so the
+ * vectors are written out. */
+#if defined(__GNUC__)
+#define SA_VEC_BYTES 32
+#define SA_VEC_T APPLY_SPECIFIC(sa_vec)
+#define SA_VLEN ((npy_intp)(SA_VEC_BYTES / sizeof(SA_ACC_T)))
+typedef SA_ACC_T SA_VEC_T __attribute__((vector_size(SA_VEC_BYTES)));
+#endif
+
 /* o[0..len) += g[0..len), both contiguous. */
 static inline void APPLY_SPECIFIC(sa_add_contig)(SA_ACC_T *SA_RESTRICT o,
                                                  const SA_ACC_T *SA_RESTRICT g, npy_intp len)
 {
-    npy_intp k;
-    for (k = 0; k < len; k++)
+    npy_intp k = 0;
+#ifdef SA_VEC_T
+    for (; k + SA_VLEN <= len; k += SA_VLEN) {
+        SA_VEC_T a, b;
+        memcpy(&a, o + k, sizeof(a));
+        memcpy(&b, g + k, sizeof(b));
+        a += b;
+        memcpy(o + k, &a, sizeof(a));
+    }
+#endif
+    for (; k < len; k++)
         o[k] += g[k];
 }
 
-/* o[0..len) += a, o contiguous. */
-static inline void APPLY_SPECIFIC(sa_add_scalar)(SA_ACC_T *SA_RESTRICT o, SA_ACC_T a, npy_intp len)
+/* o[0..len) += s, o contiguous. */
+static inline void APPLY_SPECIFIC(sa_add_scalar)(SA_ACC_T *SA_RESTRICT o, SA_ACC_T s, npy_intp len)
 {
-    npy_intp k;
-    for (k = 0; k < len; k++)
-        o[k] += a;
+    npy_intp k = 0;
+#ifdef SA_VEC_T
+    SA_VEC_T b;
+    for (k = 0; k < SA_VLEN; k++)
+        b[k] = s;
+    for (k = 0; k + SA_VLEN <= len; k += SA_VLEN) {
+        SA_VEC_T a;
+        memcpy(&a, o + k, sizeof(a));
+        a += b;
+        memcpy(o + k, &a, sizeof(a));
+    }
+#endif
+    for (; k < len; k++)
+        o[k] += s;
 }
 
 /* The row at o (byte strides os) += the row at g (byte strides gs), over
@@ -615,3 +648,8 @@ fail:
 #undef SA_INC_SCALAR
 #undef SA_INC_STRIDED
 #undef SA_CTX
+#ifdef SA_VEC_T
+#undef SA_VEC_T
+#undef SA_VEC_BYTES
+#undef SA_VLEN
+#endif
