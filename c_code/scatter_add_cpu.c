@@ -44,9 +44,10 @@
  * its own.  Increments broadcast along the row (one value per index) add
  * that value; other layouts (a strided or transposed increment, a base that
  * is not C-contiguous, in place) go through a strided loop over the row's
- * dimensions: the slower path.  The row of out that an index SA_PREFETCH
- * places ahead names is prefetched, which hides much of the latency of the
- * random rows of a large table.
+ * dimensions: the slower path.  When out is larger than a core's L2 cache
+ * (SA_PREFETCH_MIN_BYTES), the row of out that the index SA_PREFETCH places
+ * ahead names is prefetched, all its cache lines, which hides much of the
+ * latency of the random rows of a large table.
  *
  * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
  * to split it without atomics:
@@ -107,6 +108,12 @@
 #ifndef SA_PREFETCH
 #define SA_PREFETCH 16 /* prefetch the row of out this many indices ahead */
 #endif
+#ifndef SA_PREFETCH_MIN_BYTES
+#define SA_PREFETCH_MIN_BYTES (512 << 10) /* ... when out has this many bytes or more */
+#endif
+#ifndef SA_PREFETCH_MAX_LINES
+#define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
+#endif
 #define SA_CHECK_BLOCK 4096 /* indices checked between looks at the result */
 
 #if defined(__GNUC__)
@@ -157,6 +164,7 @@ typedef struct {
     const SA_IDX_T *idx;        /* contiguous indices */
     npy_intp n;                 /* N */
     int check;                  /* check each index while adding (else checked already) */
+    int prefetch_lines;         /* cache lines of a row of out to prefetch (0: none) */
 } SA_CTX;
 
 /* The row of index value v (checked to lie in [-V, V)). */
@@ -212,6 +220,23 @@ static int APPLY_SPECIFIC(sa_raise_first_bad)(const SA_CTX *c, npy_intp nrows)
         const SA_IDX_T v = c->idx[bad];
         return sa_raise_index(SA_IDX_SIGNED, (npy_int64)v, (npy_uint64)v, bad, nrows);
     }
+}
+
+/* Prefetch, for writing, the first `lines` cache lines of the row of dst that
+ * the index value v names, if it is a valid index in [vlo, vhi). */
+static inline void APPLY_SPECIFIC(sa_prefetch)(char *dst, npy_intp dstride, SA_IDX_T v,
+                                               npy_intp nrows, int lines, npy_intp vlo,
+                                               npy_intp vhi)
+{
+    npy_intp r;
+    int l;
+    if (APPLY_SPECIFIC(sa_is_bad)(v, nrows))
+        return;
+    r = APPLY_SPECIFIC(sa_row)(v, nrows);
+    if (r < vlo || r >= vhi)
+        return;
+    for (l = 0; l < lines; l++)
+        SA_PREFETCH_W(dst + r * dstride + 64 * l);
 }
 
 /* ---- adding one row ---- */
@@ -316,11 +341,9 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
         if (check && APPLY_SPECIFIC(sa_is_bad)(raw, nrows))                           \
             return 1;                                                                 \
         v = APPLY_SPECIFIC(sa_row)(raw, nrows);                                       \
-        if (i + SA_PREFETCH < hi) {                                                   \
-            const npy_intp pv = APPLY_SPECIFIC(sa_row)(idx[i + SA_PREFETCH], nrows);      \
-            if (!filter || (pv >= vlo && pv < vhi))                                       \
-                SA_PREFETCH_W(dst + pv * dstride);                                        \
-        }                                                                             \
+        if (lines && i + SA_PREFETCH < hi)                                            \
+            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + SA_PREFETCH], nrows, lines, \
+                                        vlo, vhi);                                    \
         if (filter && (v < vlo || v >= vhi))                                          \
             continue;                                                                 \
         ROW_ADD;                                                                      \
@@ -337,7 +360,7 @@ static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp ds
     const SA_IDX_T *SA_RESTRICT idx = c->idx;
     const char *inc = c->inc;
     const npy_intp nrows = c->nrows, istride = c->istride, len = c->rowlen;
-    const int filter = vlo > 0 || vhi < nrows, check = c->check;
+    const int filter = vlo > 0 || vhi < nrows, check = c->check, lines = c->prefetch_lines;
     npy_intp i;
     if (contig && c->inc_kind == SA_INC_CONTIG) {
         /* Rows of a length known at compile time get loops of their own:
@@ -542,6 +565,17 @@ static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_i
     }
     c->out_contig = out_contig;
     c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
+    /* Prefetch the rows of out when out is larger than a core's L2 cache:
+     * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
+     * first one of a strided row. */
+    {
+        const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
+        const double bytes = (double)c->nrows * (double)rowbytes;
+        npy_intp lines = out_contig ? (rowbytes + 63) / 64 : 1;
+        if (lines > SA_PREFETCH_MAX_LINES)
+            lines = SA_PREFETCH_MAX_LINES;
+        c->prefetch_lines = bytes >= (double)SA_PREFETCH_MIN_BYTES ? (int)lines : 0;
+    }
 }
 
 int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,

@@ -355,3 +355,14 @@ def test_paths_of_the_c_code(backend, form, n, nrows, rowlen, layout, split, ope
         # One thread, or rows split by row: every row gets its increments in
         # index order, as np.add.at adds them.
         np.testing.assert_array_equal(got, expected_rows(base, inc_value, idx))
+
+
+def test_update_whose_increments_are_the_table_itself():
+    """The destroy handler keeps the Op out of place when the base is also read."""
+    Wv = RNG.integers(-5, 5, (3, 2)).astype("float64")
+    W = aesara.shared(Wv.copy(), name="W")
+    idx = at.lvector("idx")
+    f = aesara.function([idx], [], updates={W: at.inc_subtensor(W[idx], W)})
+    check_rows_graph(f)
+    f([2, 2, 0])
+    np.testing.assert_array_equal(W.get_value(), expected_rows(Wv, Wv, [2, 2, 0]))
