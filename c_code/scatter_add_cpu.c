@@ -45,9 +45,9 @@
  * that value; other layouts (a strided or transposed increment, a base that
  * is not C-contiguous, in place) go through a strided loop over the row's
  * dimensions: the slower path.  When out is larger than a core's L2 cache
- * (SA_PREFETCH_MIN_BYTES), the row of out that the index SA_PREFETCH places
- * ahead names is prefetched, all its cache lines, which hides much of the
- * latency of the random rows of a large table.
+ * (SA_PREFETCH_MIN_BYTES), the row of out that an index about
+ * SA_PREFETCH_BYTES ahead names is prefetched, all its cache lines, which
+ * hides much of the latency of the random rows of a large table.
  *
  * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
  * to split it without atomics:
@@ -105,8 +105,14 @@
 #ifndef SA_ROWS_MIN_BYTES
 #define SA_ROWS_MIN_BYTES 256 /* split by row when a row has this many bytes or more */
 #endif
-#ifndef SA_PREFETCH
-#define SA_PREFETCH 16 /* prefetch the row of out this many indices ahead */
+#ifndef SA_PREFETCH_BYTES
+#define SA_PREFETCH_BYTES 2048 /* prefetch rows of out this many bytes ahead... */
+#endif
+#ifndef SA_PREFETCH_ROWS_MIN
+#define SA_PREFETCH_ROWS_MIN 4 /* ... and between this many */
+#endif
+#ifndef SA_PREFETCH_ROWS_MAX
+#define SA_PREFETCH_ROWS_MAX 32 /* ... and this many rows ahead */
 #endif
 #ifndef SA_PREFETCH_MIN_BYTES
 #define SA_PREFETCH_MIN_BYTES (512 << 10) /* ... when out has this many bytes or more */
@@ -165,6 +171,7 @@ typedef struct {
     npy_intp n;                 /* N */
     int check;                  /* check each index while adding (else checked already) */
     int prefetch_lines;         /* cache lines of a row of out to prefetch (0: none) */
+    npy_intp prefetch_ahead;    /* ... for the index this many places ahead */
 } SA_CTX;
 
 /* The row of index value v (checked to lie in [-V, V)). */
@@ -341,9 +348,9 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
         if (check && APPLY_SPECIFIC(sa_is_bad)(raw, nrows))                           \
             return 1;                                                                 \
         v = APPLY_SPECIFIC(sa_row)(raw, nrows);                                       \
-        if (lines && i + SA_PREFETCH < hi)                                            \
-            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + SA_PREFETCH], nrows, lines, \
-                                        vlo, vhi);                                    \
+        if (lines && i + ahead < hi)                                                  \
+            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + ahead], nrows, lines, vlo,  \
+                                        vhi);                                         \
         if (filter && (v < vlo || v >= vhi))                                          \
             continue;                                                                 \
         ROW_ADD;                                                                      \
@@ -361,6 +368,7 @@ static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp ds
     const char *inc = c->inc;
     const npy_intp nrows = c->nrows, istride = c->istride, len = c->rowlen;
     const int filter = vlo > 0 || vhi < nrows, check = c->check, lines = c->prefetch_lines;
+    const npy_intp ahead = c->prefetch_ahead;
     npy_intp i;
     if (contig && c->inc_kind == SA_INC_CONTIG) {
         /* Rows of a length known at compile time get loops of their own:
@@ -567,14 +575,18 @@ static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_i
     c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
     /* Prefetch the rows of out when out is larger than a core's L2 cache:
      * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
-     * first one of a strided row. */
+     * first one of a strided row, about SA_PREFETCH_BYTES ahead. */
     {
         const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
         const double bytes = (double)c->nrows * (double)rowbytes;
         npy_intp lines = out_contig ? (rowbytes + 63) / 64 : 1;
+        npy_intp ahead = SA_PREFETCH_BYTES / (rowbytes > 0 ? rowbytes : 1);
         if (lines > SA_PREFETCH_MAX_LINES)
             lines = SA_PREFETCH_MAX_LINES;
         c->prefetch_lines = bytes >= (double)SA_PREFETCH_MIN_BYTES ? (int)lines : 0;
+        c->prefetch_ahead = ahead < SA_PREFETCH_ROWS_MIN   ? SA_PREFETCH_ROWS_MIN
+                            : ahead > SA_PREFETCH_ROWS_MAX ? SA_PREFETCH_ROWS_MAX
+                                                           : ahead;
     }
 }
 
