@@ -76,11 +76,11 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     Semantics are those of Aesara's ``AdvancedIncSubtensor1`` (inc) and of
     :func:`numpy.add.at`: duplicate indices accumulate; a negative index
     wraps once, Python style.  Integer sums wrap modulo ``2**bits``.  Float
-    sums are taken in the output dtype; the serial loop and the split by
-    row add in index order, as NumPy does; the split by thread (OpenMP, few
-    rows against many increments) adds per-thread partial sums, so float
-    results can then differ from :func:`numpy.add.at` in the last bits, and
-    are the same on every call for a fixed thread count.  The algorithm is
+    sums are taken in the output dtype; one thread, and OpenMP's split by
+    row (wide rows), add in index order, as NumPy does; OpenMP's split by
+    index (narrow rows, few against the increments) adds per-thread partial
+    sums, so float results can then differ from :func:`numpy.add.at` in the
+    last bits, and are the same on every call for a fixed thread count.  The algorithm is
     described in ``c_code/scatter_add_cpu.c``.
 
     Errors, raised when the compiled function runs (the Op checks every

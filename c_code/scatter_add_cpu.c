@@ -51,17 +51,21 @@
  *
  * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
  * to split it without atomics:
- *   by thread (privatized rows): idx is cut into one chunk per thread; the
- *     first thread adds into out, each other one into a private copy of out
- *     (starting at 0, or -0.0 for floats), and the copies are then added
- *     into out, row ranges split between the threads.  Chosen when the copies are small against the
- *     increments (SA_PRIVATE_MAX_FRACTION) and below SA_PRIVATE_MAX_BYTES.
- *     Float sums then depend on the thread count (fixed for a given count).
- *   by row: each thread owns a range of rows of out and walks all of idx,
- *     adding the rows that fall in its range.  Each row receives its
- *     increments in index order, so the result is the serial one, bit for
- *     bit.  Chosen otherwise when rows are wide (SA_ROWS_MIN_BYTES), so that
- *     reading idx once per thread costs little against the rows.
+ *   by row, when rows are wide (SA_ROWS_MIN_BYTES): each thread owns some of
+ *     the rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so
+ *     that the hot rows of a skewed index, such as the first rows of a
+ *     vocabulary sorted by frequency, are shared out), walks all of idx and
+ *     adds the rows it owns.  Reading idx once per thread costs little
+ *     against wide rows, and nothing else is read or written twice.  Each
+ *     row receives its increments in index order, so the result is the
+ *     serial one, bit for bit.
+ *   by thread (privatized rows), for narrow rows: idx is cut into one chunk
+ *     per thread; the first thread adds into out, each other one into a
+ *     private copy of out (starting at 0, or -0.0 for floats), and the copies
+ *     are then added into out, row ranges split between the threads.  Chosen
+ *     when the copies are small against the increments
+ *     (SA_PRIVATE_MAX_FRACTION) and below SA_PRIVATE_MAX_BYTES.  Float sums
+ *     then depend on the thread count (fixed for a given count).
  * Otherwise one thread adds everything, in index order.
  *
  * The code is valid C99 and C++ (Aesara compiles it with g++).  Compiled on
@@ -104,6 +108,9 @@
 #endif
 #ifndef SA_ROWS_MIN_BYTES
 #define SA_ROWS_MIN_BYTES 256 /* split by row when a row has this many bytes or more */
+#endif
+#ifndef SA_ROWS_BLOCK
+#define SA_ROWS_BLOCK 8 /* ... dealing out blocks of this many rows in turn */
 #endif
 #ifndef SA_PREFETCH_BYTES
 #define SA_PREFETCH_BYTES 2048 /* prefetch rows of out this many bytes ahead... */
@@ -229,18 +236,27 @@ static int APPLY_SPECIFIC(sa_raise_first_bad)(const SA_CTX *c, npy_intp nrows)
     }
 }
 
+/* Which of `parts` parts owns row r when rows are split between threads:
+ * blocks of SA_ROWS_BLOCK rows are dealt out in turn, so that the hot rows
+ * of a skewed index (the first ones of a vocabulary sorted by frequency) do
+ * not all fall to one thread. */
+static inline int APPLY_SPECIFIC(sa_owner)(npy_intp r, int parts)
+{
+    const npy_intp block = r / SA_ROWS_BLOCK;
+    return (int)((parts & (parts - 1)) == 0 ? (block & (parts - 1)) : (block % parts));
+}
+
 /* Prefetch, for writing, the first `lines` cache lines of the row of dst that
- * the index value v names, if it is a valid index in [vlo, vhi). */
+ * the index value v names, if it is a valid index of a row of part `part`. */
 static inline void APPLY_SPECIFIC(sa_prefetch)(char *dst, npy_intp dstride, SA_IDX_T v,
-                                               npy_intp nrows, int lines, npy_intp vlo,
-                                               npy_intp vhi)
+                                               npy_intp nrows, int lines, int part, int parts)
 {
     npy_intp r;
     int l;
     if (APPLY_SPECIFIC(sa_is_bad)(v, nrows))
         return;
     r = APPLY_SPECIFIC(sa_row)(v, nrows);
-    if (r < vlo || r >= vhi)
+    if (parts > 1 && APPLY_SPECIFIC(sa_owner)(r, parts) != part)
         return;
     for (l = 0; l < lines; l++)
         SA_PREFETCH_W(dst + r * dstride + 64 * l);
@@ -335,7 +351,8 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
 }
 
 /*
- * Add the increment rows i in [lo, hi) whose row v lies in [vlo, vhi) into
+ * Add the increment rows i in [lo, hi) whose row v belongs to part `part` of
+ * `parts` (sa_owner; all rows when parts is 1) into
  * dst, whose rows are dstride bytes apart; `contig` says whether dst's rows
  * are contiguous (else they have out's strides).  With c->check, stop and
  * return 1 at an index outside [-V, V) (the caller then discards its fresh
@@ -349,9 +366,9 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
             return 1;                                                                 \
         v = APPLY_SPECIFIC(sa_row)(raw, nrows);                                       \
         if (lines && i + ahead < hi)                                                  \
-            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + ahead], nrows, lines, vlo,  \
-                                        vhi);                                         \
-        if (filter && (v < vlo || v >= vhi))                                          \
+            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + ahead], nrows, lines, part, \
+                                        parts);                                       \
+        if (parts > 1 && APPLY_SPECIFIC(sa_owner)(v, parts) != part)                  \
             continue;                                                                 \
         ROW_ADD;                                                                      \
     }
@@ -361,13 +378,13 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
                                           (const SA_ACC_T *)(inc + i * istride), LEN))
 
 static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp dstride,
-                                         int contig, npy_intp lo, npy_intp hi, npy_intp vlo,
-                                         npy_intp vhi)
+                                         int contig, npy_intp lo, npy_intp hi, int part,
+                                         int parts)
 {
     const SA_IDX_T *SA_RESTRICT idx = c->idx;
     const char *inc = c->inc;
     const npy_intp nrows = c->nrows, istride = c->istride, len = c->rowlen;
-    const int filter = vlo > 0 || vhi < nrows, check = c->check, lines = c->prefetch_lines;
+    const int check = c->check, lines = c->prefetch_lines;
     const npy_intp ahead = c->prefetch_ahead;
     npy_intp i;
     if (contig && c->inc_kind == SA_INC_CONTIG) {
@@ -480,10 +497,10 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
 #endif
         }
         if (t == 0)
-            found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, c->nrows);
+            found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
         else
             found |= APPLY_SPECIFIC(sa_accumulate)(c, (char *)(priv + (npy_intp)(t - 1) * copy),
-                                                   rowbytes, 1, lo, hi, 0, c->nrows);
+                                                   rowbytes, 1, lo, hi, 0, 1);
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
@@ -501,7 +518,7 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
     return 0;
 }
 
-/* By row: thread t adds the increments of the rows in its range of out.
+/* By row: thread t adds the increments of the rows it owns (sa_owner).
  * Returns 1 when a bad index was met. */
 static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
 {
@@ -517,8 +534,7 @@ static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
         team = omp_get_num_threads();
 #endif
         found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n,
-                                               bc_split(c->nrows, team, t),
-                                               bc_split(c->nrows, team, t + 1));
+                                               t, team);
     }
     return found;
 }
@@ -532,15 +548,15 @@ static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
         const double inc_bytes = (double)c->n * (double)c->rowlen * sizeof(SA_ACC_T);
         const double priv_bytes =
             (double)(nt - 1) * (double)c->nrows * (double)c->rowlen * sizeof(SA_ACC_T);
+        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES &&
+            c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK)
+            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
         if (c->out_contig && priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
             priv_bytes <= (double)SA_PRIVATE_MAX_BYTES &&
             APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
             return bad;
-        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES && c->nrows >= nt)
-            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
     }
-    return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0,
-                                         c->nrows);
+    return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, 1);
 }
 
 /* ---- the entry point ---- */

@@ -320,6 +320,8 @@ PATHS = [
     (1000, 100, 8, "rows", "serial"),  # too little work to split
     (100_000, 100, 8, "rows", "by thread"),  # few rows: private copies
     (20_000, 20_000, 64, "rows", "by row"),  # many wide rows
+    (100_000, 20, 64, "rows", "by row"),  # few wide rows, dealt out in blocks
+    (100_000, 10, 64, "rows", "by thread"),  # too few to deal out
     (20_000, 20_000, 64, "one value per index", "by row"),
     (20_000, 20_000, 64, "strided", "by row"),
     (100_000, 100_000, 2, "rows", "serial"),  # many narrow rows
