@@ -333,7 +333,8 @@ def main(argv=None):
             saved = json.load(f)
         stem = os.path.splitext(os.path.basename(args.saved))[0]
         rows, machine = saved["rows"], saved["machine"]
-        text = write(rows, machine, os.path.dirname(os.path.abspath(args.saved)), stem)
+        out = os.path.dirname(os.path.abspath(args.saved))
+        text = write(rows, machine, out, stem)
     else:
         rng = np.random.default_rng(14)
         extra = optional_competitors()
@@ -350,15 +351,16 @@ def main(argv=None):
                 flush=True,
             )
         stem = args.name or f"rows-{machine['host']}"
-        text = write(rows, machine, args.out, stem)
+        out = args.out
+        text = write(rows, machine, out, stem)
     print()
     print(text)
     if args.plot:
         import plot  # noqa: E402
 
         path = args.plot_out or os.path.join(plot.STATIC, "rows.png")
-        print("wrote", plot.plot_rows({"machine": machine, "rows": rows, "kind": "cpu",
-                                       "paths": [os.path.join(args.out, stem + ".json")]}, path, LABELS))
+        data = {"machine": machine, "rows": rows, "kind": "cpu", "paths": [os.path.join(out, stem + ".json")]}
+        print("wrote", plot.plot_rows(data, path, LABELS))
     return rows
 
 
