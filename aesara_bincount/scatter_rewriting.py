@@ -124,7 +124,7 @@ def match_scatter_add(node) -> Optional[ScatterAddMatch]:
     Matches ``AdvancedIncSubtensor1{inc}(base, y, idx)`` of an output dtype
     in :data:`~aesara_bincount_core.semantics.OUT_DTYPES`, for a base of any
     rank and an increment ``y`` of any rank up to the base's (broadcast when
-    the function runs), unless
+    the function runs) and any dtype but complex, unless
 
     - :func:`~aesara_bincount.rewriting.match_bincount` matches it (a 1-D
       scatter-add onto zeros: that is ``Bincount``'s), or
@@ -148,6 +148,8 @@ def match_scatter_add(node) -> Optional[ScatterAddMatch]:
     out_dtype = node.outputs[0].type.dtype
     if out_dtype not in OUT_DTYPES or idx.type.ndim != 1 or y.type.ndim > base.type.ndim:
         return None
+    if y.type.dtype.startswith("complex"):
+        return None  # Aesara's C code drops the imaginary part; cast() refuses to
     if y.owner is not None and isinstance(y.owner.op, Alloc):
         return None
     if match_bincount(node) is not None:
