@@ -39,15 +39,19 @@
  * bad index, whatever the thread count: one pass over idx fewer.
  *
  * A row of contiguous increments onto a contiguous output row is added with
- * vector loads and adds (32-byte vectors, gcc's vector extensions); a row
- * length known at compile time (1, 2, 4, 8, 16, 32 elements) gets a loop of
- * its own.  Increments broadcast along the row (one value per index) add
- * that value; other layouts (a strided or transposed increment, a base that
- * is not C-contiguous, in place) go through a strided loop over the row's
- * dimensions: the slower path.  When out is larger than a core's L2 cache
- * (SA_PREFETCH_MIN_BYTES), the row of out that an index about
+ * vector loads and adds (32-byte vectors, gcc's vector extensions).  In the
+ * plain case (contiguous rows of 1, 2, 4, 8, 16, 32 or 64 elements, one
+ * thread or one chunk of idx, nothing to prefetch) a loop of its own takes
+ * four indices at a time, checked with one test, with the row length a
+ * constant; other lengths get the general loop.  Increments broadcast along
+ * the row (one value per index) add that value; other layouts (a strided or
+ * transposed increment, a base that is not C-contiguous, in place) go
+ * through a strided loop over the row's dimensions: the slower path.  When
+ * out is larger than a last-level cache (SA_PREFETCH_MIN_BYTES), such as a
+ * large table updated in place, the row of out that an index about
  * SA_PREFETCH_BYTES ahead names is prefetched, all its cache lines, which
- * hides much of the latency of the random rows of a large table.
+ * hides much of the latency of its random rows (below that size, measured,
+ * the prefetches cost more than they saved).
  *
  * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
  * to split it without atomics:
@@ -122,7 +126,7 @@
 #define SA_PREFETCH_ROWS_MAX 32 /* ... and this many rows ahead */
 #endif
 #ifndef SA_PREFETCH_MIN_BYTES
-#define SA_PREFETCH_MIN_BYTES (512 << 10) /* ... when out has this many bytes or more */
+#define SA_PREFETCH_MIN_BYTES (32 << 20) /* ... when out has this many bytes or more */
 #endif
 #ifndef SA_PREFETCH_MAX_LINES
 #define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
@@ -377,6 +381,44 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
     SA_LOOP(APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(dst + v * dstride),            \
                                           (const SA_ACC_T *)(inc + i * istride), LEN))
 
+/*
+ * The plain case, with less work per row: rows of `len` contiguous elements
+ * in dst (`len` a constant where the function is inlined), increments
+ * contiguous rows or one row for all (gstep 1 or 0), nothing to prefetch or
+ * filter.  Four indices at a time, checked with one test.  Returns 1 at a
+ * bad index (with check).
+ */
+static inline int APPLY_SPECIFIC(sa_accumulate_plain)(SA_ACC_T *SA_RESTRICT out,
+                                                      const SA_ACC_T *SA_RESTRICT g,
+                                                      npy_intp gstep,
+                                                      const SA_IDX_T *SA_RESTRICT idx,
+                                                      npy_intp lo, npy_intp hi, npy_intp nrows,
+                                                      int check, npy_intp len)
+{
+    const npy_intp gs = gstep * len;
+    npy_intp i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        const SA_IDX_T a = idx[i], b = idx[i + 1], d = idx[i + 2], e = idx[i + 3];
+        if (check && (APPLY_SPECIFIC(sa_is_bad)(a, nrows) | APPLY_SPECIFIC(sa_is_bad)(b, nrows) |
+                      APPLY_SPECIFIC(sa_is_bad)(d, nrows) | APPLY_SPECIFIC(sa_is_bad)(e, nrows)))
+            return 1;
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(a, nrows) * len, g + i * gs, len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(b, nrows) * len, g + (i + 1) * gs,
+                                      len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(d, nrows) * len, g + (i + 2) * gs,
+                                      len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(e, nrows) * len, g + (i + 3) * gs,
+                                      len);
+    }
+    for (; i < hi; i++) {
+        if (check && APPLY_SPECIFIC(sa_is_bad)(idx[i], nrows))
+            return 1;
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(idx[i], nrows) * len, g + i * gs,
+                                      len);
+    }
+    return 0;
+}
+
 static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp dstride,
                                          int contig, npy_intp lo, npy_intp hi, int part,
                                          int parts)
@@ -387,6 +429,31 @@ static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp ds
     const int check = c->check, lines = c->prefetch_lines;
     const npy_intp ahead = c->prefetch_ahead;
     npy_intp i;
+    if (contig && c->inc_kind == SA_INC_CONTIG && !lines && parts == 1 &&
+        dstride == len * (npy_intp)sizeof(SA_ACC_T) &&
+        (istride == 0 || istride == len * (npy_intp)sizeof(SA_ACC_T))) {
+        SA_ACC_T *o = (SA_ACC_T *)dst;
+        const SA_ACC_T *g = (const SA_ACC_T *)inc;
+        const npy_intp gstep = istride ? 1 : 0;
+        switch (len) {
+        case 1:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 1);
+        case 2:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 2);
+        case 4:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 4);
+        case 8:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 8);
+        case 16:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 16);
+        case 32:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 32);
+        case 64:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 64);
+        default:
+            break; /* other lengths: the general loop below */
+        }
+    }
     if (contig && c->inc_kind == SA_INC_CONTIG) {
         /* Rows of a length known at compile time get loops of their own:
          * gcc then adds a row with a few vector instructions, no loop. */
@@ -589,7 +656,7 @@ static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_i
     }
     c->out_contig = out_contig;
     c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
-    /* Prefetch the rows of out when out is larger than a core's L2 cache:
+    /* Prefetch the rows of out when out is larger than a last-level cache:
      * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
      * first one of a strided row, about SA_PREFETCH_BYTES ahead. */
     {

@@ -336,6 +336,8 @@ PATHS = [
     (20_000, 20_000, 64, "strided", "by row"),
     (100_000, 100_000, 2, "rows", "serial"),  # many narrow rows
     (100_000, 10, 1, "rows", "by thread"),
+    (100_000, 1000, 8, "one row for all", "by thread"),
+    (20_000, 70_000, 64, "rows", "by row"),  # 36 MB of rows: prefetched
 ]
 
 
@@ -352,6 +354,8 @@ def test_paths_of_the_c_code(backend, form, n, nrows, rowlen, layout, split, ope
         inc = rng.standard_normal((n, rowlen))
     elif layout == "one value per index":
         inc = rng.standard_normal((n, 1))
+    elif layout == "one row for all":
+        inc = rng.standard_normal((1, rowlen))
     else:
         inc = (rng.standard_normal((n, 2 * rowlen)), (slice(None), slice(None, None, -2)))
     view = base
