@@ -97,6 +97,7 @@ $(BENCH_STAMP): $(STAMP)
 ## The CPU benchmark grid (a few minutes): table and JSON in benchmarks/results/.
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_rows.py --plot $(ROWS_BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)

@@ -3,13 +3,23 @@
 Importing this package registers graph rewrites: every graph that
 :func:`aesara.tensor.extra_ops.bincount` builds (and every scatter-add
 ``advanced_inc_subtensor1(zeros(n), w, idx)``) compiles to the C
-:class:`Bincount` Op under FAST_RUN, with no change to user code.
-``mode.excluding("bincount")`` switches the rewrite off.
+:class:`Bincount` Op under FAST_RUN, with no change to user code; every other
+scatter-add ``advanced_inc_subtensor1(base, y, idx)`` (rows of any rank, onto
+zeros or any base: the gradient of ``W[idx]``, sparse updates of ``W``) to
+the C :class:`ScatterAdd` Op.  ``mode.excluding("bincount")`` switches the
+rewrites off.
 """
 from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
-from aesara_bincount_core.semantics import reference_bincount
+from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
+from aesara_bincount.scatter_rewriting import (
+    ScatterAddMatch,
+    local_inplace_scatter_add,
+    local_scatter_add,
+    match_scatter_add,
+)
+from aesara_bincount_core.semantics import reference_bincount, reference_scatter_add
 
 # The GPU part registers the shared constructor for CuPy arrays and the GPU
 # rewrite; it imports no CuPy (see aesara_bincount.gpu).
@@ -27,6 +37,13 @@ __all__ = [
     "local_bincount",
     "match_bincount",
     "reference_bincount",
+    "ScatterAdd",
+    "ScatterAddMatch",
+    "scatter_add",
+    "local_scatter_add",
+    "local_inplace_scatter_add",
+    "match_scatter_add",
+    "reference_scatter_add",
     "gpu",
     "__version__",
 ]

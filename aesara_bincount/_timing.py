@@ -12,11 +12,14 @@ import numpy as np
 __all__ = ["interleaved_medians", "repeats_for"]
 
 
-def repeats_for(fn: Callable[[], object], budget_s: float, lo: int = 3, hi: int = 200) -> int:
-    """How many calls of ``fn`` fit in ``budget_s`` seconds (one call is made)."""
-    t0 = time.perf_counter()
+def repeats_for(
+    fn: Callable[[], object], budget_s: float, lo: int = 3, hi: int = 200,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """How many calls of ``fn`` fit in ``budget_s`` seconds of ``clock`` (one call is made)."""
+    t0 = clock()
     fn()
-    dt = max(time.perf_counter() - t0, 1e-7)
+    dt = max(clock() - t0, 1e-7)
     return int(min(hi, max(lo, budget_s / dt)))
 
 
@@ -25,8 +28,9 @@ def interleaved_medians(
     repeat: int = 0,
     rounds: int = 5,
     budget_s: float = 0.25,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Dict[str, float]:
-    """Median wall time in milliseconds of each zero-argument callable.
+    """Median wall time (or ``clock`` time) in milliseconds of each zero-argument callable.
 
     Parameters
     ----------
@@ -39,6 +43,11 @@ def interleaved_medians(
         rounds alternate between candidates.
     budget_s : float
         Time budget per candidate when ``repeat`` is 0.
+    clock : callable
+        What is measured: ``time.perf_counter`` (wall time, the default), or
+        ``time.thread_time`` (CPU time of the calling thread: on a machine
+        whose cores other jobs keep busy it leaves out the time the thread
+        waited for a core; meaningless for code that runs other threads).
 
     Returns
     -------
@@ -47,13 +56,13 @@ def interleaved_medians(
     """
     per_round = {}
     for name, fn in fns.items():
-        n = repeat or repeats_for(fn, budget_s)
+        n = repeat or repeats_for(fn, budget_s, clock=clock)
         per_round[name] = max(1, n // rounds)
     samples: Dict[str, List[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             for _ in range(per_round[name]):
-                t0 = time.perf_counter()
+                t0 = clock()
                 fn()
-                samples[name].append(time.perf_counter() - t0)
+                samples[name].append(clock() - t0)
     return {k: float(np.median(v)) * 1e3 for k, v in samples.items()}

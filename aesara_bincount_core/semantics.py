@@ -1,7 +1,8 @@
 """The contract shared by every implementation: dtypes, modes, errors.
 
 :func:`reference_bincount` is the NumPy reference that ``Bincount.perform``
-runs and that the C and CUDA code must match; its error messages come from
+runs and that the C and CUDA code must match, and :func:`reference_scatter_add`
+the one of ``ScatterAdd`` (the scatter-add of rows); its error messages come from
 ``c_code/bincount_common.h`` so that all paths raise the same text.
 """
 import os
@@ -17,6 +18,9 @@ __all__ = [
     "MODES",
     "check_output_size",
     "reference_bincount",
+    "ONTO",
+    "shape_text",
+    "reference_scatter_add",
 ]
 
 #: dtypes accepted for ``x`` (the values or indices).
@@ -152,4 +156,100 @@ def reference_bincount(
         return np.bincount(idx, minlength=nbins).astype(out_dtype)
     out = np.zeros(nbins, dtype=out_dtype)
     np.add.at(out, idx, weights if weights.ndim == 1 else weights.reshape(()))
+    return out
+
+
+# -- the scatter-add of rows (ScatterAdd) ------------------------------------
+#: Where a :class:`~aesara_bincount_core.scatter_add.ScatterAdd` adds:
+#: onto a copy of (or in place of) its ``base`` input, or onto zeros of a
+#: given shape.
+ONTO = ("base", "zeros")
+
+
+def shape_text(shape) -> str:
+    """A shape as the messages write it: Python's tuple repr, ``(3, 2)``, ``(3,)``, ``()``."""
+    return str(tuple(int(d) for d in shape))
+
+
+def reference_scatter_add(base, increments, idx, *, onto: str = "base", inplace: bool = False):
+    """NumPy reference of :class:`~aesara_bincount_core.scatter_add.ScatterAdd`.
+
+    ``out = base.copy(); np.add.at(out, idx, increments); return out``, with the
+    checks, messages and order of errors of the C code.
+
+    Parameters
+    ----------
+    base : ndarray, shape ``(V, *rest)``; or the shape ``(V, *rest)`` itself
+        ``onto="base"``: the array added onto (its dtype is the output's).
+        ``onto="zeros"``: a sequence of non-negative ints, the shape of the
+        zero-filled base (the output's dtype is then ``increments.dtype``).
+    increments : ndarray
+        Broadcastable, NumPy style, to ``(len(idx), *rest)``; cast to the
+        output dtype first (Aesara's ``AdvancedIncSubtensor1`` does the same).
+    idx : ndarray, shape ``(N,)``, integer dtype
+        Row indices; a negative index wraps once, Python style.
+    onto : {"base", "zeros"}
+    inplace : bool
+        Add into ``base`` itself (``onto="base"`` only) instead of a copy.
+
+    Returns
+    -------
+    ndarray, shape ``(V, *rest)``
+        Duplicate indices accumulate, in index order; integer sums wrap
+        modulo ``2**bits``.
+
+    Raises
+    ------
+    ValueError
+        A negative dimension of the zero-filled base; increments that cannot
+        be broadcast to ``(len(idx), *rest)``.
+    IndexError
+        An index outside ``[-V, V)``, naming the first one and its position
+        (raised before the ``ValueError`` of the increments, as Aesara does).
+    MemoryError
+        A zero-filled base larger than the machine's memory.
+
+    Nothing is written to ``base`` when an error is raised.
+    """
+    idx = np.asarray(idx)
+    increments = np.asarray(increments)
+    if idx.ndim != 1:
+        raise ValueError(_msg("BC_MSG_NDIM", "idx", 1, idx.ndim))
+    if onto == "zeros":
+        shape = tuple(int(d) for d in np.asarray(base).reshape(-1))
+        if any(d < 0 for d in shape):
+            raise ValueError(_msg("BC_MSG_ZEROS_SHAPE", shape_text(shape)))
+        dtype = increments.dtype
+        total = int(np.prod(shape, dtype=object))
+        phys = _physical_memory()
+        if total > _MAX_INTP // dtype.itemsize or (phys and total * dtype.itemsize > phys):
+            raise MemoryError(_msg("BC_MSG_ZEROS_MEMORY", shape_text(shape), dtype.itemsize))
+    else:
+        base = np.asarray(base)
+        shape, dtype = base.shape, base.dtype
+    nrows = shape[0]
+    if idx.dtype.kind == "i":
+        wide = idx.astype(np.int64)
+        bad = np.flatnonzero((wide < -nrows) | (wide >= nrows))
+    else:
+        bad = np.flatnonzero(idx.astype(np.uint64) >= np.uint64(nrows))
+    if bad.size:
+        i = int(bad[0])
+        raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(idx[i])), i, nrows))
+    target = (idx.shape[0],) + tuple(shape[1:])
+    lead = len(target) - increments.ndim
+    if lead < 0 or any(
+        d not in (1, t) for d, t in zip(increments.shape, target[lead:])
+    ):
+        raise ValueError(
+            _msg("BC_MSG_ROWS_BCAST", shape_text(increments.shape), shape_text(target))
+        )
+    if onto == "zeros":
+        out = np.zeros(shape, dtype=dtype)
+    else:
+        out = base if inplace else base.copy()
+    rows = idx.astype(np.intp)
+    if idx.dtype.kind == "i":
+        rows[rows < 0] += nrows
+    np.add.at(out, rows, np.broadcast_to(increments.astype(dtype, copy=False), target))
     return out

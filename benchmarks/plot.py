@@ -536,6 +536,62 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
     return path
 
 
+
+# -- the scatter-add of rows (benchmarks/bench_rows.py) ---------------------------
+#: Colours of bench_rows.py's implementations.
+ROWS_COLORS = {
+    "aesara": COLORS["aesara"],
+    "ours_omp_off": COLORS["bincount_omp_off"],
+    "ours_omp_on": COLORS["bincount_omp_on"],
+    "np_add_at": COLORS["numpy"],
+    "numba": COLORS["numba"],
+    "torch_1thread": COLORS["torch_1thread"],
+}
+
+
+def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
+    """Bars of ``bench_rows.py``'s cells: median ms of each implementation, one panel per cell.
+
+    ``data`` is what ``bench_rows.py`` writes (``rows`` with ``form``, ``n``,
+    ``nrows``, ``width``, ``dtype`` and ``ms``), with ``kind`` and ``paths``
+    added; ``labels`` names the implementations.  The floor (one read of the
+    increments and the indices) is hatched.
+    """
+    plt = _plt()
+    rows = data["rows"]
+    cols = 4
+    lines = (len(rows) + cols - 1) // cols
+    fig, axes = plt.subplots(lines, cols, figsize=(15, 3.1 * lines + 1.2), squeeze=False)
+    fig.suptitle(
+        "Scatter-add of rows: median ms per call (shorter is faster; log scale), "
+        "side by side in one process", fontsize=10,
+    )
+    for ax, r in zip(axes.flat, rows):
+        keys = [k for k in labels if k in r["ms"]][::-1]
+        values = [r["ms"][k] for k in keys]
+        bars = ax.barh([labels[k] for k in keys], values,
+                       color=[ROWS_COLORS.get(k, "white") for k in keys], edgecolor="black", linewidth=0.4)
+        for bar, key in zip(bars, keys):
+            if key == "read":
+                bar.set_hatch("//")
+        for y, v in enumerate(values):
+            ax.text(v * 1.1, y, _ms_text(v), va="center", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(min(values) / 2, max(values) * 8)
+        width = "" if r["width"] == 1 else f" x {r['width']}"
+        ax.set_title(
+            f"{r['form']}: {_n_text(r['n'])} rows into {_n_text(r['nrows'])}{width}, {r['dtype']}",
+            fontsize=9,
+        )
+        ax.tick_params(axis="both", labelsize=7)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    foot = footer(data)
+    fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
+    fig.tight_layout(rect=(0, 0.04 + 0.02 * foot.count("\n"), 1, 0.95))
+    _save(fig, path)
+    return path
+
 # -- the manifest --------------------------------------------------------------
 def _caption(kind: str, name: str, data: dict, dist: str, dtype: str, note: str) -> str:
     run = f"Measured on {machine_line(data)}; data: " + ", ".join(

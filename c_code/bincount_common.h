@@ -40,6 +40,14 @@
 #define BC_MSG_WEIGHTS_BCAST "scatter-add: increments of length %lld cannot be broadcast to %lld indices"
 /* ValueError: an input of the wrong number of dimensions reached the C code. */
 #define BC_MSG_NDIM "bincount: %s must have %d dimension(s), got %d"
+/* IndexError: a row index outside [-n, n) in the scatter-add of rows (ScatterAdd; as np.add.at). */
+#define BC_MSG_ROW_INDEX "scatter-add: index %s at position %lld is out of bounds for axis 0 with size %lld"
+/* ValueError: increments that cannot be broadcast to the indexed rows, shape (len(idx), *base.shape[1:]). */
+#define BC_MSG_ROWS_BCAST "scatter-add: increments of shape %s cannot be broadcast to the indexed shape %s"
+/* ValueError: a negative dimension of the zero-filled base (ScatterAdd onto zeros). */
+#define BC_MSG_ZEROS_SHAPE "scatter-add: the shape of the zero-filled base must be non-negative, got %s"
+/* MemoryError: the zero-filled base (ScatterAdd onto zeros) would not fit in this machine's memory. */
+#define BC_MSG_ZEROS_MEMORY "scatter-add: a zero-filled base of shape %s and %lld bytes per element does not fit in memory"
 
 /* Widening conversions written as functions.  A range test such as
  * `(npy_int64)v < 0` on a narrow unsigned type is constant, and gcc's
@@ -49,28 +57,34 @@ static inline npy_int64 bc_as_i64(npy_int64 v) { return v; }
 static inline npy_uint64 bc_as_u64(npy_uint64 v) { return v; }
 
 /*
- * Refuse, with a MemoryError, an output of `nbins` items of `itemsize` bytes
- * whose size overflows or exceeds the physical memory of the machine.  An
- * allocator with overcommit may hand out such a block and kill the process
- * later, when the pages are touched; a clear error is better.
- * Returns 0 when the size is acceptable, -1 with an exception set otherwise.
+ * Whether an output of `nitems` items of `itemsize` bytes is acceptable: its
+ * size in bytes neither overflows nor exceeds the physical memory of the
+ * machine.  An allocator with overcommit may hand out a larger block and kill
+ * the process later, when the pages are touched; a clear error is better.
  */
-static int bc_check_output_size(npy_intp nbins, npy_intp itemsize)
+static int bc_output_fits(npy_intp nitems, npy_intp itemsize)
 {
     unsigned long long bytes;
     long pages = -1, page_size = -1;
-    if (nbins < 0 || itemsize <= 0 || nbins > NPY_MAX_INTP / itemsize) {
-        PyErr_Format(PyExc_MemoryError, BC_MSG_NO_MEMORY, (long long)nbins,
-                     (long long)itemsize);
-        return -1;
-    }
-    bytes = (unsigned long long)nbins * (unsigned long long)itemsize;
+    if (nitems < 0 || itemsize <= 0 || nitems > NPY_MAX_INTP / itemsize)
+        return 0;
+    bytes = (unsigned long long)nitems * (unsigned long long)itemsize;
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
     pages = sysconf(_SC_PHYS_PAGES);
     page_size = sysconf(_SC_PAGESIZE);
 #endif
-    if (pages > 0 && page_size > 0 &&
-        bytes > (unsigned long long)pages * (unsigned long long)page_size) {
+    return !(pages > 0 && page_size > 0 &&
+             bytes > (unsigned long long)pages * (unsigned long long)page_size);
+}
+
+/*
+ * Refuse, with a MemoryError, an output of `nbins` items of `itemsize` bytes
+ * that bc_output_fits refuses.
+ * Returns 0 when the size is acceptable, -1 with an exception set otherwise.
+ */
+static int bc_check_output_size(npy_intp nbins, npy_intp itemsize)
+{
+    if (!bc_output_fits(nbins, itemsize)) {
         PyErr_Format(PyExc_MemoryError, BC_MSG_NO_MEMORY, (long long)nbins,
                      (long long)itemsize);
         return -1;

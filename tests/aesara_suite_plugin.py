@@ -1,26 +1,32 @@
 """pytest plugin loaded into Aesara's own test-suite by ``test_aesara_suite.py``.
 
-It imports :mod:`aesara_bincount` (so the rewrite is registered, as for any
-user) and counts how often the rewrite fired, so that the calling test can
-check that Aesara's tests really ran through ``Bincount``.
+It imports :mod:`aesara_bincount` (so the rewrites are registered, as for any
+user) and counts how often the rewrites fired, so that the calling test can
+check that Aesara's tests really ran through ``Bincount`` and ``ScatterAdd``.
 """
 import os
 
 from aesara_bincount.rewriting import local_bincount
+from aesara_bincount.scatter_rewriting import local_scatter_add
 
 _fired = 0
-_original = local_bincount.fn
 
 
-def _counting_rewrite(fgraph, node):
-    global _fired
-    result = _original(fgraph, node)
-    if result:
-        _fired += 1
-    return result
+def _counting(rewriter):
+    original = rewriter.fn
+
+    def counting_rewrite(fgraph, node):
+        global _fired
+        result = original(fgraph, node)
+        if result:
+            _fired += 1
+        return result
+
+    rewriter.fn = counting_rewrite
 
 
-local_bincount.fn = _counting_rewrite
+_counting(local_bincount)
+_counting(local_scatter_add)
 
 
 def pytest_sessionfinish(session, exitstatus):

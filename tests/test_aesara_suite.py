@@ -22,13 +22,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache", "aesara-sdist")
 VERSION = aesara.__version__
 
-#: Tests run with ``optimizer_excluding=bincount``: each asserts that a compiled
-#: graph holds exactly one ``AdvancedIncSubtensor1`` (an implementation
-#: detail that the rewrite replaces by ``Bincount``).
+#: Tests run with ``optimizer_excluding=bincount``: each asserts how many
+#: ``AdvancedIncSubtensor1`` nodes a compiled graph holds (an implementation
+#: detail that the rewrites replace by ``Bincount`` or ``ScatterAdd``).
 INTERNALS_TESTS = [
     # test_ok_list: the gradient of n[idx] is inc_subtensor(zeros_like(n)[idx], g),
     # which becomes Bincount(mode="scatter"); the test counts AdvancedIncSubtensor1.
     "tests/tensor/test_subtensor.py::TestSubtensor::test_ok_list",
+    # test_advanced1_inc_and_set: the increments of bases of 1 to 4 dimensions
+    # become ScatterAdd; the test counts AdvancedIncSubtensor1 (its results are
+    # checked there too, and by tests/test_fuzz_rows.py).
+    "tests/tensor/test_subtensor.py::TestSubtensor::test_advanced1_inc_and_set",
 ]
 
 #: TestBinCount, and the AdvancedIncSubtensor1 tests of test_subtensor.py.

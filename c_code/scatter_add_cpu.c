@@ -1,0 +1,784 @@
+/*
+ * scatter_add_cpu.c -- the C implementation of ScatterAdd, the scatter-add of
+ * rows (aesara_bincount_core/scatter_add.py).
+ *
+ * Entry point (called from the Op's one-line c_code glue):
+ *
+ *   int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc,
+ *                                       PyArrayObject *idx, PyArrayObject **out);
+ *
+ * It computes out = base; out[idx[i]] += inc[i] for i < N = len(idx), where
+ * base has shape (V, *rest) and inc is broadcast, NumPy style, to the indexed
+ * shape (N, *rest).  Duplicate indices accumulate; a negative index wraps
+ * once; an index outside [-V, V) raises IndexError naming the first one and
+ * its position; increments that cannot be broadcast raise ValueError (after
+ * the IndexError, as Aesara's AdvancedIncSubtensor1 orders them).  It returns
+ * 0 on success and -1 with a Python exception set on failure; on failure *out
+ * is left as it was and nothing has been written but a fresh output, which is
+ * dropped.
+ *
+ * The Op defines SA_ONTO_ZEROS, SA_INPLACE, SA_OUT_FLOAT (the output is a
+ * float) and SA_IDX_SIGNED (the indices are signed) to 0 or 1.  Three forms,
+ * chosen at compile time:
+ *   SA_ONTO_ZEROS == 1: `base` is the int64 vector of the shape (V, *rest);
+ *     out is a new zero-filled array of that shape.
+ *   SA_ONTO_ZEROS == 0, SA_INPLACE == 0: out is a new C-contiguous copy of base.
+ *   SA_INPLACE == 1: out is base itself, written in place (the Op destroys its
+ *     input 0); no copy, so the time follows the rows touched, not V.  All
+ *     indices are checked before anything is written, so a failed call leaves
+ *     base as it was.
+ * Sums are taken in the output dtype (the increments have it already: the
+ * Op's graph casts them, as Aesara's C code does); integer sums wrap modulo
+ * 2**bits, computed with unsigned arithmetic so that the wrap is defined.
+ *
+ * Algorithm.  Each index is checked with one unsigned compare (v + V < 2V,
+ * which also catches negative ones).  In place, one pass over idx checks them
+ * all (it vectorises) before any row is written; into a fresh output (onto
+ * zeros, onto a copy of the base) they are checked while the rows are added,
+ * and on a bad one the output is dropped and a serial scan names the first
+ * bad index, whatever the thread count: one pass over idx fewer.
+ *
+ * A row of contiguous increments onto a contiguous output row is added with
+ * vector loads and adds (32-byte vectors, gcc's vector extensions).  In the
+ * plain case (contiguous rows of 1, 2, 4, 8, 16, 32 or 64 elements, one
+ * thread or one chunk of idx, nothing to prefetch) a loop of its own takes
+ * four indices at a time, checked with one test, with the row length a
+ * constant; other lengths get the general loop.  Increments broadcast along
+ * the row (one value per index) add that value; other layouts (a strided or
+ * transposed increment, a base that is not C-contiguous, in place) go
+ * through a strided loop over the row's dimensions: the slower path.  When
+ * out is larger than a last-level cache (SA_PREFETCH_MIN_BYTES), such as a
+ * large table updated in place, the row of out that an index about
+ * SA_PREFETCH_BYTES ahead names is prefetched, all its cache lines, which
+ * hides much of the latency of its random rows (below that size, measured,
+ * the prefetches cost more than they saved).
+ *
+ * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
+ * to split it without atomics:
+ *   by row, when rows are wide (SA_ROWS_MIN_BYTES): each thread owns some of
+ *     the rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so
+ *     that the hot rows of a skewed index, such as the first rows of a
+ *     vocabulary sorted by frequency, are shared out), walks all of idx and
+ *     adds the rows it owns.  Reading idx once per thread costs little
+ *     against wide rows, and nothing else is read or written twice.  Each
+ *     row receives its increments in index order, so the result is the
+ *     serial one, bit for bit.
+ *   by thread (privatized rows), for narrow rows: idx is cut into one chunk
+ *     per thread; the first thread adds into out, each other one into a
+ *     private copy of out (starting at 0, or -0.0 for floats), and the copies
+ *     are then added into out, row ranges split between the threads.  Chosen
+ *     when the copies are small against the increments
+ *     (SA_PRIVATE_MAX_FRACTION) and below SA_PRIVATE_MAX_BYTES.  Float sums
+ *     then depend on the thread count (fixed for a given count).
+ * Otherwise one thread adds everything, in index order.
+ *
+ * The code is valid C99 and C++ (Aesara compiles it with g++).  Compiled on
+ * its own (no APPLY_SPECIFIC defined) it instantiates float64 rows onto a
+ * copy of the base with int64 indices, which the test-suite uses to check that
+ * the file stands alone.
+ */
+
+#ifndef APPLY_SPECIFIC
+#define SA_STANDALONE 1
+#define APPLY_SPECIFIC(str) str##_standalone
+#define DTYPE_INPUT_0 npy_float64
+#define DTYPE_INPUT_1 npy_float64
+#define DTYPE_INPUT_2 npy_int64
+#define DTYPE_OUTPUT_0 npy_float64
+#define TYPENUM_OUTPUT_0 NPY_FLOAT64
+#define ITEMSIZE_OUTPUT_0 8
+#define SA_ONTO_ZEROS 0
+#define SA_INPLACE 0
+#define SA_OUT_FLOAT 1
+#define SA_IDX_SIGNED 1
+#endif
+
+#include "scatter_add_common.h"
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- tuning constants ---- */
+#ifndef SA_OMP_MIN_WORK
+#define SA_OMP_MIN_WORK (1 << 16) /* elements added (N * row) below which one thread does all */
+#endif
+#ifndef SA_PRIVATE_MAX_FRACTION
+#define SA_PRIVATE_MAX_FRACTION 4 /* private copies at most 1/4 of the increments' bytes */
+#endif
+#ifndef SA_PRIVATE_MAX_BYTES
+#define SA_PRIVATE_MAX_BYTES (256LL << 20) /* ... and at most this many bytes in all */
+#endif
+#ifndef SA_ROWS_MIN_BYTES
+#define SA_ROWS_MIN_BYTES 256 /* split by row when a row has this many bytes or more */
+#endif
+#ifndef SA_ROWS_BLOCK
+#define SA_ROWS_BLOCK 8 /* ... dealing out blocks of this many rows in turn */
+#endif
+#ifndef SA_PREFETCH_BYTES
+#define SA_PREFETCH_BYTES 2048 /* prefetch rows of out this many bytes ahead... */
+#endif
+#ifndef SA_PREFETCH_ROWS_MIN
+#define SA_PREFETCH_ROWS_MIN 4 /* ... and between this many */
+#endif
+#ifndef SA_PREFETCH_ROWS_MAX
+#define SA_PREFETCH_ROWS_MAX 32 /* ... and this many rows ahead */
+#endif
+#ifndef SA_PREFETCH_MIN_BYTES
+#define SA_PREFETCH_MIN_BYTES (32 << 20) /* ... when out has this many bytes or more */
+#endif
+#ifndef SA_PREFETCH_MAX_LINES
+#define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
+#endif
+#define SA_CHECK_BLOCK 4096 /* indices checked between looks at the result */
+
+#if defined(__GNUC__)
+#define SA_RESTRICT __restrict__
+#define SA_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define SA_RESTRICT
+#define SA_PREFETCH_W(p) (void)(p)
+#endif
+
+/* ---- types of this instantiation ---- */
+#define SA_IDX_T DTYPE_INPUT_2 /* SA_IDX_SIGNED says whether it is signed */
+
+/* Accumulator: the output float type, or the unsigned integer of the output's
+ * width (so that integer sums wrap as the output dtype does, without UB; an
+ * unsigned lvalue may alias its signed counterpart). */
+#if SA_OUT_FLOAT
+#define SA_ACC_T DTYPE_OUTPUT_0
+#elif ITEMSIZE_OUTPUT_0 == 1
+#define SA_ACC_T npy_uint8
+#elif ITEMSIZE_OUTPUT_0 == 2
+#define SA_ACC_T npy_uint16
+#elif ITEMSIZE_OUTPUT_0 == 4
+#define SA_ACC_T npy_uint32
+#else
+#define SA_ACC_T npy_uint64
+#endif
+
+/* Layouts of an increment row (the broadcast view of inc, row i). */
+#define SA_INC_CONTIG 0  /* the row's elements are contiguous */
+#define SA_INC_SCALAR 1  /* one value for the whole row (all row strides 0) */
+#define SA_INC_STRIDED 2 /* anything else */
+
+#define SA_CTX APPLY_SPECIFIC(sa_ctx)
+typedef struct {
+    char *out;                  /* data of out */
+    npy_intp nrows;             /* V */
+    npy_intp rowlen;            /* elements per row: prod(rest) */
+    npy_intp ostride;           /* bytes between rows of out */
+    int out_contig;             /* rows of out are contiguous */
+    const char *inc;            /* data of the increments */
+    npy_intp istride;           /* bytes between increment rows (0: broadcast) */
+    int inc_kind;               /* SA_INC_* */
+    int rest_ndim;              /* dimensions of a row, and their sizes and strides */
+    npy_intp rest_dims[NPY_MAXDIMS];
+    npy_intp rest_ostrides[NPY_MAXDIMS];
+    npy_intp rest_istrides[NPY_MAXDIMS];
+    const SA_IDX_T *idx;        /* contiguous indices */
+    npy_intp n;                 /* N */
+    int check;                  /* check each index while adding (else checked already) */
+    int prefetch_lines;         /* cache lines of a row of out to prefetch (0: none) */
+    npy_intp prefetch_ahead;    /* ... for the index this many places ahead */
+} SA_CTX;
+
+/* The row of index value v (checked to lie in [-V, V)). */
+static inline npy_intp APPLY_SPECIFIC(sa_row)(SA_IDX_T v, npy_intp nrows)
+{
+#if SA_IDX_SIGNED
+    const npy_intp r = (npy_intp)v;
+    return r < 0 ? r + nrows : r;
+#else
+    (void)nrows;
+    return (npy_intp)v;
+#endif
+}
+
+/* Is the index value v outside [-V, V)?  One unsigned compare: v + V must
+ * lie in [0, 2V) (computed modulo 2**64, which also catches the extremes). */
+static inline int APPLY_SPECIFIC(sa_is_bad)(SA_IDX_T v, npy_intp nrows)
+{
+#if SA_IDX_SIGNED
+    return (npy_uint64)bc_as_i64((npy_int64)v) + (npy_uint64)nrows >= 2 * (npy_uint64)nrows;
+#else
+    return bc_as_u64((npy_uint64)v) >= (npy_uint64)nrows;
+#endif
+}
+
+/* Position of the first index outside [-V, V), or -1 when all are in range. */
+static npy_intp APPLY_SPECIFIC(sa_first_bad)(const SA_IDX_T *SA_RESTRICT idx, npy_intp n,
+                                            npy_intp nrows)
+{
+    npy_intp lo, i;
+    for (lo = 0; lo < n; lo += SA_CHECK_BLOCK) {
+        const npy_intp hi = lo + SA_CHECK_BLOCK < n ? lo + SA_CHECK_BLOCK : n;
+        int bad = 0;
+        for (i = lo; i < hi; i++)
+            bad |= APPLY_SPECIFIC(sa_is_bad)(idx[i], nrows);
+        if (bad) {
+            for (i = lo; i < hi; i++)
+                if (APPLY_SPECIFIC(sa_is_bad)(idx[i], nrows))
+                    return i;
+        }
+    }
+    return -1;
+}
+
+/* Raise the IndexError of the first index outside [-V, V), if any: returns
+ * -1 then, else 0. */
+static int APPLY_SPECIFIC(sa_raise_first_bad)(const SA_CTX *c, npy_intp nrows)
+{
+    const npy_intp bad = APPLY_SPECIFIC(sa_first_bad)(c->idx, c->n, nrows);
+    if (bad < 0)
+        return 0;
+    {
+        const SA_IDX_T v = c->idx[bad];
+        return sa_raise_index(SA_IDX_SIGNED, (npy_int64)v, (npy_uint64)v, bad, nrows);
+    }
+}
+
+/* Which of `parts` parts owns row r when rows are split between threads:
+ * blocks of SA_ROWS_BLOCK rows are dealt out in turn, so that the hot rows
+ * of a skewed index (the first ones of a vocabulary sorted by frequency) do
+ * not all fall to one thread. */
+static inline int APPLY_SPECIFIC(sa_owner)(npy_intp r, int parts)
+{
+    const npy_intp block = r / SA_ROWS_BLOCK;
+    return (int)((parts & (parts - 1)) == 0 ? (block & (parts - 1)) : (block % parts));
+}
+
+/* Prefetch, for writing, the first `lines` cache lines of the row of dst that
+ * the index value v names, if it is a valid index of a row of part `part`. */
+static inline void APPLY_SPECIFIC(sa_prefetch)(char *dst, npy_intp dstride, SA_IDX_T v,
+                                               npy_intp nrows, int lines, int part, int parts)
+{
+    npy_intp r;
+    int l;
+    if (APPLY_SPECIFIC(sa_is_bad)(v, nrows))
+        return;
+    r = APPLY_SPECIFIC(sa_row)(v, nrows);
+    if (parts > 1 && APPLY_SPECIFIC(sa_owner)(r, parts) != part)
+        return;
+    for (l = 0; l < lines; l++)
+        SA_PREFETCH_W(dst + r * dstride + 64 * l);
+}
+
+/* ---- adding one row ---- */
+
+/* Vectors of SA_VEC_BYTES bytes (gcc's vector extensions; memcpy loads and
+ * stores them unaligned, as one instruction each).  gcc's auto-vectoriser
+ * left some of the fixed-length loops below scalar once inlined, so the
+ * vectors are written out. */
+#if defined(__GNUC__)
+#define SA_VEC_BYTES 32
+#define SA_VEC_T APPLY_SPECIFIC(sa_vec)
+#define SA_VLEN ((npy_intp)(SA_VEC_BYTES / sizeof(SA_ACC_T)))
+typedef SA_ACC_T SA_VEC_T __attribute__((vector_size(SA_VEC_BYTES)));
+#endif
+
+/* o[0..len) += g[0..len), both contiguous. */
+static inline void APPLY_SPECIFIC(sa_add_contig)(SA_ACC_T *SA_RESTRICT o,
+                                                 const SA_ACC_T *SA_RESTRICT g, npy_intp len)
+{
+    npy_intp k = 0;
+#ifdef SA_VEC_T
+    for (; k + SA_VLEN <= len; k += SA_VLEN) {
+        SA_VEC_T a, b;
+        memcpy(&a, o + k, sizeof(a));
+        memcpy(&b, g + k, sizeof(b));
+        a += b;
+        memcpy(o + k, &a, sizeof(a));
+    }
+#endif
+    for (; k < len; k++)
+        o[k] += g[k];
+}
+
+/* o[0..len) += s, o contiguous. */
+static inline void APPLY_SPECIFIC(sa_add_scalar)(SA_ACC_T *SA_RESTRICT o, SA_ACC_T s, npy_intp len)
+{
+    npy_intp k = 0;
+#ifdef SA_VEC_T
+    SA_VEC_T b;
+    for (k = 0; k < SA_VLEN; k++)
+        b[k] = s;
+    for (k = 0; k + SA_VLEN <= len; k += SA_VLEN) {
+        SA_VEC_T a;
+        memcpy(&a, o + k, sizeof(a));
+        a += b;
+        memcpy(o + k, &a, sizeof(a));
+    }
+#endif
+    for (; k < len; k++)
+        o[k] += s;
+}
+
+/* The row at o (byte strides os) += the row at g (byte strides gs), over
+ * the row's dimensions; any strides, 0 included. */
+static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_intp *os,
+                                           const char *g, const npy_intp *gs)
+{
+    npy_intp ctr[NPY_MAXDIMS];
+    const int nd = c->rest_ndim;
+    const npy_intp *dims = c->rest_dims;
+    int k;
+    npy_intp j;
+    if (nd == 0) {
+        *(SA_ACC_T *)o += *(const SA_ACC_T *)g;
+        return;
+    }
+    if (c->rowlen == 0)
+        return;
+    for (k = 0; k < nd; k++)
+        ctr[k] = 0;
+    for (;;) {
+        /* The innermost dimension in one loop. */
+        const npy_intp osk = os[nd - 1], gsk = gs[nd - 1];
+        for (j = 0; j < dims[nd - 1]; j++)
+            *(SA_ACC_T *)(o + j * osk) += *(const SA_ACC_T *)(g + j * gsk);
+        /* Advance the counter of the outer dimensions. */
+        for (k = nd - 2; k >= 0; k--) {
+            o += os[k];
+            g += gs[k];
+            if (++ctr[k] < dims[k])
+                break;
+            o -= os[k] * dims[k];
+            g -= gs[k] * dims[k];
+            ctr[k] = 0;
+        }
+        if (k < 0)
+            return;
+    }
+}
+
+/*
+ * Add the increment rows i in [lo, hi) whose row v belongs to part `part` of
+ * `parts` (sa_owner; all rows when parts is 1) into
+ * dst, whose rows are dstride bytes apart; `contig` says whether dst's rows
+ * are contiguous (else they have out's strides).  With c->check, stop and
+ * return 1 at an index outside [-V, V) (the caller then discards its fresh
+ * output); else return 0.
+ */
+#define SA_LOOP(ROW_ADD)                                                              \
+    for (i = lo; i < hi; i++) {                                                       \
+        const SA_IDX_T raw = idx[i];                                                  \
+        npy_intp v;                                                                   \
+        if (check && APPLY_SPECIFIC(sa_is_bad)(raw, nrows))                           \
+            return 1;                                                                 \
+        v = APPLY_SPECIFIC(sa_row)(raw, nrows);                                       \
+        if (lines && i + ahead < hi)                                                  \
+            APPLY_SPECIFIC(sa_prefetch)(dst, dstride, idx[i + ahead], nrows, lines, part, \
+                                        parts);                                       \
+        if (parts > 1 && APPLY_SPECIFIC(sa_owner)(v, parts) != part)                  \
+            continue;                                                                 \
+        ROW_ADD;                                                                      \
+    }
+
+#define SA_FIXED_LOOP(LEN)                                                            \
+    SA_LOOP(APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(dst + v * dstride),            \
+                                          (const SA_ACC_T *)(inc + i * istride), LEN))
+
+/*
+ * The plain case, with less work per row: rows of `len` contiguous elements
+ * in dst (`len` a constant where the function is inlined), increments
+ * contiguous rows or one row for all (gstep 1 or 0), nothing to prefetch or
+ * filter.  Four indices at a time, checked with one test.  Returns 1 at a
+ * bad index (with check).
+ */
+static inline int APPLY_SPECIFIC(sa_accumulate_plain)(SA_ACC_T *SA_RESTRICT out,
+                                                      const SA_ACC_T *SA_RESTRICT g,
+                                                      npy_intp gstep,
+                                                      const SA_IDX_T *SA_RESTRICT idx,
+                                                      npy_intp lo, npy_intp hi, npy_intp nrows,
+                                                      int check, npy_intp len)
+{
+    const npy_intp gs = gstep * len;
+    npy_intp i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        const SA_IDX_T a = idx[i], b = idx[i + 1], d = idx[i + 2], e = idx[i + 3];
+        if (check && (APPLY_SPECIFIC(sa_is_bad)(a, nrows) | APPLY_SPECIFIC(sa_is_bad)(b, nrows) |
+                      APPLY_SPECIFIC(sa_is_bad)(d, nrows) | APPLY_SPECIFIC(sa_is_bad)(e, nrows)))
+            return 1;
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(a, nrows) * len, g + i * gs, len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(b, nrows) * len, g + (i + 1) * gs,
+                                      len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(d, nrows) * len, g + (i + 2) * gs,
+                                      len);
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(e, nrows) * len, g + (i + 3) * gs,
+                                      len);
+    }
+    for (; i < hi; i++) {
+        if (check && APPLY_SPECIFIC(sa_is_bad)(idx[i], nrows))
+            return 1;
+        APPLY_SPECIFIC(sa_add_contig)(out + APPLY_SPECIFIC(sa_row)(idx[i], nrows) * len, g + i * gs,
+                                      len);
+    }
+    return 0;
+}
+
+static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp dstride,
+                                         int contig, npy_intp lo, npy_intp hi, int part,
+                                         int parts)
+{
+    const SA_IDX_T *SA_RESTRICT idx = c->idx;
+    const char *inc = c->inc;
+    const npy_intp nrows = c->nrows, istride = c->istride, len = c->rowlen;
+    const int check = c->check, lines = c->prefetch_lines;
+    const npy_intp ahead = c->prefetch_ahead;
+    npy_intp i;
+    if (contig && c->inc_kind == SA_INC_CONTIG && !lines && parts == 1 &&
+        dstride == len * (npy_intp)sizeof(SA_ACC_T) &&
+        (istride == 0 || istride == len * (npy_intp)sizeof(SA_ACC_T))) {
+        SA_ACC_T *o = (SA_ACC_T *)dst;
+        const SA_ACC_T *g = (const SA_ACC_T *)inc;
+        const npy_intp gstep = istride ? 1 : 0;
+        switch (len) {
+        case 1:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 1);
+        case 2:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 2);
+        case 4:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 4);
+        case 8:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 8);
+        case 16:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 16);
+        case 32:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 32);
+        case 64:
+            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 64);
+        default:
+            break; /* other lengths: the general loop below */
+        }
+    }
+    if (contig && c->inc_kind == SA_INC_CONTIG) {
+        /* Rows of a length known at compile time get loops of their own:
+         * gcc then adds a row with a few vector instructions, no loop. */
+        switch (len) {
+        case 1:
+            SA_LOOP(*(SA_ACC_T *)(dst + v * dstride) += *(const SA_ACC_T *)(inc + i * istride))
+            break;
+        case 2:
+            SA_FIXED_LOOP(2)
+            break;
+        case 4:
+            SA_FIXED_LOOP(4)
+            break;
+        case 8:
+            SA_FIXED_LOOP(8)
+            break;
+        case 16:
+            SA_FIXED_LOOP(16)
+            break;
+        case 32:
+            SA_FIXED_LOOP(32)
+            break;
+        default:
+            SA_FIXED_LOOP(len)
+            break;
+        }
+    } else if (contig && c->inc_kind == SA_INC_SCALAR) {
+        SA_LOOP(APPLY_SPECIFIC(sa_add_scalar)((SA_ACC_T *)(dst + v * dstride),
+                                              *(const SA_ACC_T *)(inc + i * istride), len))
+    } else {
+        npy_intp cstrides[NPY_MAXDIMS];
+        const npy_intp *os = c->rest_ostrides;
+        int k;
+        if (contig) {
+            /* A private copy: C-contiguous rows. */
+            npy_intp s = (npy_intp)sizeof(SA_ACC_T);
+            for (k = c->rest_ndim - 1; k >= 0; k--) {
+                cstrides[k] = s;
+                s *= c->rest_dims[k];
+            }
+            os = cstrides;
+        }
+        SA_LOOP(APPLY_SPECIFIC(sa_add_strided)(c, dst + v * dstride, os, inc + i * istride,
+                                               c->rest_istrides))
+    }
+    return 0;
+}
+
+#undef SA_FIXED_LOOP
+#undef SA_LOOP
+
+/* ---- the strategies ---- */
+
+static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
+{
+#ifdef _OPENMP
+    const double work = (double)c->n * (double)(c->rowlen ? c->rowlen : 1);
+    int nt = omp_get_max_threads();
+    if (work < (double)SA_OMP_MIN_WORK || nt < 2)
+        return 1;
+    if ((double)nt * SA_OMP_MIN_WORK / 2 > work)
+        nt = (int)(2 * work / SA_OMP_MIN_WORK);
+    return nt < 1 ? 1 : nt;
+#else
+    (void)c;
+    return 1;
+#endif
+}
+
+/* By thread: chunk t of idx into out (t == 0) or into private copy t - 1,
+ * then the copies into out, rows split between the threads.  The copies start
+ * at the additive identity: 0, or -0.0 for floats (x + -0.0 is x for every x,
+ * -0.0 included, where x + 0.0 would turn a -0.0 of the base into 0.0).
+ * Returns -1 when the copies cannot be allocated (nothing has been written
+ * then), else 0; *bad is set when a bad index was met. */
+static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
+{
+    const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
+    const npy_intp copy = c->nrows * c->rowlen;
+    const size_t bytes = (size_t)(nt - 1) * (size_t)copy * sizeof(SA_ACC_T);
+    int found = 0;
+    SA_ACC_T *priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
+    if (priv == NULL)
+        return -1;
+    bc_advise_huge_pages(priv, bytes);
+    *bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) reduction(| : found)
+#endif
+    {
+        int t = 0, team = 1, k;
+        npy_intp lo, hi, r;
+#ifdef _OPENMP
+        /* The team may be smaller than asked for: split by its real size. */
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        lo = bc_split(c->n, team, t);
+        hi = bc_split(c->n, team, t + 1);
+        if (t > 0) {
+            /* Each thread fills its own copy (its pages then sit near it). */
+            SA_ACC_T *p = priv + (npy_intp)(t - 1) * copy;
+#if SA_OUT_FLOAT
+            for (r = 0; r < copy; r++)
+                p[r] = (SA_ACC_T)-0.0;
+#else
+            memset(p, 0, (size_t)copy * sizeof(SA_ACC_T));
+#endif
+        }
+        if (t == 0)
+            found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
+        else
+            found |= APPLY_SPECIFIC(sa_accumulate)(c, (char *)(priv + (npy_intp)(t - 1) * copy),
+                                                   rowbytes, 1, lo, hi, 0, 1);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        lo = bc_split(c->nrows, team, t);
+        hi = bc_split(c->nrows, team, t + 1);
+        for (k = 0; k < team - 1; k++) {
+            const SA_ACC_T *p = priv + (npy_intp)k * copy;
+            for (r = lo; r < hi; r++)
+                APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(c->out + r * c->ostride),
+                                              p + r * c->rowlen, c->rowlen);
+        }
+    }
+    free(priv);
+    *bad = found;
+    return 0;
+}
+
+/* By row: thread t adds the increments of the rows it owns (sa_owner).
+ * Returns 1 when a bad index was met. */
+static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
+{
+    int found = 0;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) reduction(| : found)
+#endif
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n,
+                                               t, team);
+    }
+    return found;
+}
+
+/* Add everything; returns 1 when a bad index was met (c->check only). */
+static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
+{
+    const int nt = APPLY_SPECIFIC(sa_threads)(c);
+    int bad = 0;
+    if (nt > 1) {
+        const double inc_bytes = (double)c->n * (double)c->rowlen * sizeof(SA_ACC_T);
+        const double priv_bytes =
+            (double)(nt - 1) * (double)c->nrows * (double)c->rowlen * sizeof(SA_ACC_T);
+        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES &&
+            c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK)
+            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
+        if (c->out_contig && priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
+            priv_bytes <= (double)SA_PRIVATE_MAX_BYTES &&
+            APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
+            return bad;
+    }
+    return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, 1);
+}
+
+/* ---- the entry point ---- */
+
+/* Describe the rows of out and of the broadcast increments in *c. */
+static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_intp *bstrides)
+{
+    const int ndim = PyArray_NDIM(res);
+    const npy_intp *dims = PyArray_DIMS(res), *ostrides = PyArray_STRIDES(res);
+    npy_intp want = (npy_intp)sizeof(SA_ACC_T);
+    int k, inc_contig = 1, inc_scalar = 1, out_contig = 1;
+    c->out = PyArray_BYTES(res);
+    c->nrows = dims[0];
+    c->ostride = ostrides[0];
+    c->istride = bstrides[0];
+    c->rest_ndim = ndim - 1;
+    c->rowlen = 1;
+    for (k = ndim - 1; k >= 1; k--) {
+        c->rest_dims[k - 1] = dims[k];
+        c->rest_ostrides[k - 1] = ostrides[k];
+        c->rest_istrides[k - 1] = bstrides[k];
+        c->rowlen *= dims[k];
+        if (dims[k] != 1) {
+            /* A dimension of length 1 says nothing about the layout. */
+            out_contig &= ostrides[k] == want;
+            inc_contig &= bstrides[k] == want;
+            inc_scalar &= bstrides[k] == 0;
+        }
+        want *= dims[k];
+    }
+    c->out_contig = out_contig;
+    c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
+    /* Prefetch the rows of out when out is larger than a last-level cache:
+     * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
+     * first one of a strided row, about SA_PREFETCH_BYTES ahead. */
+    {
+        const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
+        const double bytes = (double)c->nrows * (double)rowbytes;
+        npy_intp lines = out_contig ? (rowbytes + 63) / 64 : 1;
+        npy_intp ahead = SA_PREFETCH_BYTES / (rowbytes > 0 ? rowbytes : 1);
+        if (lines > SA_PREFETCH_MAX_LINES)
+            lines = SA_PREFETCH_MAX_LINES;
+        c->prefetch_lines = bytes >= (double)SA_PREFETCH_MIN_BYTES ? (int)lines : 0;
+        c->prefetch_ahead = ahead < SA_PREFETCH_ROWS_MIN   ? SA_PREFETCH_ROWS_MIN
+                            : ahead > SA_PREFETCH_ROWS_MAX ? SA_PREFETCH_ROWS_MAX
+                                                           : ahead;
+    }
+}
+
+int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
+                                    PyArrayObject *idx_in, PyArrayObject **out)
+{
+    SA_CTX ctx;
+    PyArrayObject *idx = NULL, *res = NULL;
+    npy_intp dims[NPY_MAXDIMS], target[NPY_MAXDIMS], bstrides[NPY_MAXDIMS];
+    int ndim, k;
+
+    memset(&ctx, 0, sizeof(ctx));
+    if (bc_check_ndim(idx_in, 1, "idx") != 0)
+        return -1;
+#if SA_ONTO_ZEROS
+    if (sa_read_zeros_shape(base, ITEMSIZE_OUTPUT_0, &ndim, dims) != 0)
+        return -1;
+#else
+    ndim = PyArray_NDIM(base);
+    if (ndim < 1) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "base", 1, 0);
+        return -1;
+    }
+    for (k = 0; k < ndim; k++)
+        dims[k] = PyArray_DIM(base, k);
+#endif
+
+    /* Indices, contiguous.  In place, all are checked before anything is
+     * written; into a fresh output, while adding (the output is discarded on
+     * error), which saves a pass over idx. */
+    idx = PyArray_GETCONTIGUOUS(idx_in);
+    if (idx == NULL)
+        return -1;
+    ctx.idx = (const SA_IDX_T *)PyArray_DATA(idx);
+    ctx.n = PyArray_DIM(idx, 0);
+    ctx.check = !SA_INPLACE;
+    if (SA_INPLACE && APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0)
+        goto fail;
+
+    /* Increments, broadcast to the indexed shape (N, *rest); a bad index is
+     * reported first, as Aesara's graph does. */
+    target[0] = ctx.n;
+    for (k = 1; k < ndim; k++)
+        target[k] = dims[k];
+    if (sa_broadcast_increments(PyArray_NDIM(inc_in), PyArray_DIMS(inc_in),
+                                PyArray_STRIDES(inc_in), ndim, target, bstrides) != 0) {
+        if (!SA_INPLACE) {
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            if (APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0) {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(trace);
+                goto fail;
+            }
+            PyErr_Restore(type, value, trace);
+        }
+        goto fail;
+    }
+    ctx.inc = PyArray_BYTES(inc_in);
+
+    /* The output. */
+#if SA_ONTO_ZEROS
+    {
+        PyArray_Descr *descr = PyArray_DescrFromType(TYPENUM_OUTPUT_0);
+        if (descr == NULL)
+            goto fail;
+        res = (PyArrayObject *)PyArray_Zeros(ndim, dims, descr, 0); /* steals descr */
+        if (res == NULL)
+            goto fail;
+        bc_advise_huge_pages(PyArray_DATA(res), (size_t)PyArray_NBYTES(res));
+    }
+#elif SA_INPLACE
+    if (PyArray_FailUnlessWriteable(base, "the base of an in-place scatter-add") < 0)
+        goto fail;
+    Py_INCREF(base);
+    res = base;
+#else
+    res = (PyArrayObject *)PyArray_NewCopy(base, NPY_CORDER);
+    if (res == NULL)
+        goto fail;
+#endif
+
+    APPLY_SPECIFIC(sa_layout)(&ctx, res, bstrides);
+    if (ctx.check && ctx.n > 0 &&
+        (ctx.rowlen > 0 ? APPLY_SPECIFIC(sa_run)(&ctx) : 1) &&
+        APPLY_SPECIFIC(sa_raise_first_bad)(&ctx, dims[0]) != 0)
+        goto fail; /* nothing was written but res, which is dropped */
+    if (!ctx.check && ctx.n > 0 && ctx.rowlen > 0)
+        APPLY_SPECIFIC(sa_run)(&ctx);
+    Py_DECREF(idx);
+    Py_XDECREF(*out);
+    *out = res;
+    return 0;
+
+fail:
+    Py_XDECREF(idx);
+    Py_XDECREF(res);
+    return -1;
+}
+
+#undef SA_IDX_T
+#undef SA_ACC_T
+#undef SA_INC_CONTIG
+#undef SA_INC_SCALAR
+#undef SA_INC_STRIDED
+#undef SA_CTX
+#ifdef SA_VEC_T
+#undef SA_VEC_T
+#undef SA_VEC_BYTES
+#undef SA_VLEN
+#endif
