@@ -178,7 +178,7 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
                     reference_bincount(x, 0, w)
                 with pytest.raises(ValueError) as got:
                     case.run(x, w, 0)
-                assert str(got.value) == str(expected.value)
+                assert str(got.value).startswith(str(expected.value))
 
 
 # -- the scatter-add form ---------------------------------------------------------------
@@ -196,4 +196,4 @@ def test_scatter_add_around_the_private_limit(w_ndim, omp, rng):
             reference_bincount(idx, n, w, mode="scatter")
         with pytest.raises(IndexError) as raised:
             case.run(idx, w, n)
-        assert str(raised.value) == str(expected.value)
+        assert str(raised.value).startswith(str(expected.value))
