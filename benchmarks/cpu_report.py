@@ -218,7 +218,9 @@ def readme_block(data: dict, source: str) -> str:
            + (f" (load average {m['load']} at the start)" if m.get("load") else "")
            + f"; all candidates timed side by side in one process; ``x`` in an ``aesara.shared`` "
            f"variable.  The whole grid, and the targets of issue 13 marked met or not, are in "
-           f"``{source}``.", "", rule, line(head), rule] + [line(b) for b in body] + [rule, ""]
+           f"``{source}``.", ""]
+    if body:
+        out += [rule, line(head), rule] + [line(b) for b in body] + [rule, ""]
     busy = busy_summary(data)
     for case, s in busy.items():
         if s["worst"] is not None:

@@ -78,17 +78,20 @@ def plot_busy(data: dict, path: str, plot) -> Optional[str]:
         color = "#55a868" if b["burners"] == 0 else "#c44e52"
         ax.bar(x, ratio, width * 0.9, color=color)
         ax.text(x, ratio, f"{ratio:.2f}", ha="center", va="bottom", fontsize=7)
-    ax.axhline(cpu_report.BUSY_MAX, color="black", linestyle="--", linewidth=1,
-               label=f"target: {cpu_report.BUSY_MAX}x")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ax.axhline(cpu_report.BUSY_MAX, color="black", linestyle="--", linewidth=1)
     ax.axhline(1.0, color="#888888", linewidth=0.8)
-    ax.bar([], [], color="#55a868", label="quiet machine")
-    ax.bar([], [], color="#c44e52", label="one CPU-burning process per core (fresh each round)")
+    handles = [Line2D([], [], color="black", linestyle="--", label=f"target: {cpu_report.BUSY_MAX}x"),
+               Patch(color="#55a868", label="quiet machine"),
+               Patch(color="#c44e52", label="one CPU-burning process per core (fresh each round)")]
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels(cases, fontsize=8)
     ax.set_ylabel("OpenMP on time / OpenMP off time")
     ax.set_title("Busy cores: Bincount with OpenMP on against one thread, per round "
                  "(lower is better)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
     top = max(b["ms"]["omp_on"] / b["ms"]["omp_off"] for b in busy)
     ax.set_ylim(0, max(cpu_report.BUSY_MAX, top) * 1.3)
     foot = plot.footer(data)

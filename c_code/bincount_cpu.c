@@ -55,25 +55,28 @@
  *     such replication on GPUs;
  *   - otherwise one copy: on uniform data copies only cost cache (measured
  *     1.2x slower with four copies of 1000 float64 bins).
- *   A histogram larger than the L2 cache (BC_PREFETCH_MIN_BYTES) is counted
- *   with software prefetches BC_PREFETCH_DIST elements ahead, which hide the
- *   latency of its random updates.  At the end the copies and histograms are
- *   summed into the output.
+ *   A histogram of BC_PREFETCH_MIN_BYTES or more (beyond the L2 cache) is
+ *   counted with software prefetches BC_PREFETCH_DIST elements ahead, which
+ *   overlap the cache misses of its random updates.  At the end the copies
+ *   and histograms are summed into the output.
  *
  *   When a histogram needs more bins than a limit tied to the length of x
  *   (N / (2 x histograms), so the workspace stays below N / 2 bins), all
  *   tasks stop and the direct path runs instead: one vectorised min/max pass
  *   over x (threaded), then one thread counts straight into the exact-size
- *   output with prefetches (atomic updates from several threads were 3x
+ *   output, with prefetches (atomic updates from several threads were 3x
  *   slower there, and one thread keeps float sums in the same order on every
- *   call).  No workspace of threads x bins is used then.  A histogram is
- *   always cut in L2-sized slices in this way rather than partitioned by
- *   bucket first: a radix-partitioned count (x and weights scattered into
- *   buckets of bins that fit in L2, then each bucket counted) was measured
- *   slower than the prefetched direct pass on the development machine, at
- *   1e6 and 1e7 values into 1e6 bins (see docs/performance.rst).  Outputs and
- *   histograms of 4 MiB and more are advised to use transparent huge pages,
- *   which removes most TLB misses of the random updates.
+ *   call).  Counts into an output of 8-byte items go through 32-bit counters
+ *   first, which are then widened into the output: the random updates touch
+ *   half the memory, and the output is written once rather than zeroed and
+ *   updated (1e6 values into 1e6 int64 bins: 4.8 -> 3.7 ms).  No workspace of
+ *   threads x bins is used.  The direct path slices nothing by bucket first:
+ *   a radix-partitioned count (x and weights scattered into buckets of bins
+ *   that fit in L2, then each bucket counted) was measured slower than the
+ *   prefetched pass on the development machine, at 1e6 and 1e7 values into
+ *   1e6 bins (docs/performance.rst has the figures).  Outputs and histograms
+ *   of 4 MiB and more are advised to use transparent huge pages, which
+ *   removes most TLB misses of the random updates.
  *
  * Errors are reported deterministically: on any range error a serial scan
  * finds the first offending position, which the message names.
@@ -122,13 +125,14 @@
 #define BC_REPEAT_DIV 16
 #endif
 #ifndef BC_SAMPLE
-#define BC_SAMPLE 4096 /* elements sampled, from four places, for runs and repeats */
+#define BC_SAMPLE 4096 /* elements sampled (at most N / 8), from four places, for runs and repeats */
 #endif
 #ifndef BC_PREFETCH_MIN_BYTES
-/* Histograms and outputs from this size up are counted with prefetches.  The
- * L2 cache of one core: below it a prefetch is pure overhead (measured +5-10%
- * at 64 KiB), from 1 MiB up it saves 10-50%. */
-#define BC_PREFETCH_MIN_BYTES (512 << 10)
+/* Histograms and outputs from this size up are counted with prefetches: the
+ * measured crossover (uniform values, private histograms of 256 KiB to 16 MiB,
+ * counts and float64 sums): up to 1 MiB prefetching cost 0-9%, from 2 MiB
+ * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core. */
+#define BC_PREFETCH_MIN_BYTES (2 << 20)
 #endif
 #ifndef BC_PREFETCH_DIST
 #define BC_PREFETCH_DIST 32 /* elements ahead: hides a miss to DRAM at ~1 ns/element */
@@ -231,9 +235,10 @@ typedef struct {
     /* min/max pass: one slot per participant */
     BC_X_T *lo, *hi;
     char *seen;
-    /* merge */
+    /* merge, or widening of the direct path's 32-bit counts */
     BC_ACC_T *out;
     npy_intp nbins;
+    npy_uint32 *narrow;
 } BC_CTX;
 
 /* Min and max of x[0:len), len > 0.  Written so that gcc vectorises it. */
@@ -306,11 +311,12 @@ static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_in
     return -1;
 }
 
-/* Look at up to BC_SAMPLE elements, from four evenly spaced places: do runs
- * of equal values dominate, and are repeats within three elements frequent? */
+/* Look at up to BC_SAMPLE elements (an eighth of x at most), from four
+ * evenly spaced places: do runs of equal values dominate, and are repeats
+ * within three elements frequent? */
 static void APPLY_SPECIFIC(bc_sample)(BC_CTX *ctx)
 {
-    const npy_intp win = BC_SAMPLE / 4;
+    const npy_intp win = (ctx->size / 8 < BC_SAMPLE ? ctx->size / 8 : BC_SAMPLE) / 4 + 4;
     npy_intp part, pairs = 0, equal = 0, near = 0;
     for (part = 0; part < 4; part++) {
         const npy_intp lo = bc_split(ctx->size, 4, part);
@@ -686,6 +692,91 @@ static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, BC_ACC_T *out, npy_intp
     }
 }
 
+#if !BC_WEIGHTED
+/* Direct path for counts into a wide output (8-byte items): count into
+ * 32-bit counters (a call never counts 2**32 elements this way), then widen
+ * them into the output.  The random updates then touch half the memory, and
+ * the output is written once instead of zeroed and then updated.  Used from
+ * N >= bins / 2: with fewer elements zeroing the counters and widening them
+ * costs more than the updates save. */
+static void APPLY_SPECIFIC(bc_count_narrow)(BC_CTX *ctx, npy_uint32 *cnt, int wrap)
+{
+    const BC_X_T *BC_RESTRICT x = ctx->x;
+    const npy_intp n = ctx->n, size = ctx->size;
+    npy_intp i = 0;
+    for (; i + BC_PREFETCH_DIST < size; i++) {
+        __builtin_prefetch(cnt + BC_DIRECT_INDEX(i + BC_PREFETCH_DIST), 1);
+        cnt[BC_DIRECT_INDEX(i)]++;
+    }
+    for (; i < size; i++)
+        cnt[BC_DIRECT_INDEX(i)]++;
+}
+
+/* Widen task: out[b] = cnt[b] for the bins of merge task t. */
+static void APPLY_SPECIFIC(bc_widen_task)(void *arg, int part, npy_intp t)
+{
+    BC_CTX *ctx = (BC_CTX *)arg;
+    const npy_uint32 *cnt = ctx->narrow;
+    const npy_intp b0 = t * BC_MERGE_STEP;
+    const npy_intp b1 = ctx->nbins - b0 < BC_MERGE_STEP ? ctx->nbins : b0 + BC_MERGE_STEP;
+    npy_intp b;
+    (void)part;
+    for (b = b0; b < b1; b++)
+        ctx->out[b] = (BC_ACC_T)cnt[b];
+}
+#endif
+
+/* A new uninitialised 1-D array (see bc_new_zeros), or NULL with an
+ * exception set. */
+static PyArrayObject *APPLY_SPECIFIC(bc_new_empty)(npy_intp nbins)
+{
+    npy_intp dims[1];
+    PyArrayObject *out;
+    PyArray_Descr *descr = PyArray_DescrFromType(TYPENUM_OUTPUT_0);
+    if (descr == NULL)
+        return NULL;
+    if (bc_check_output_size(nbins, (npy_intp)descr->elsize) != 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    dims[0] = nbins;
+    out = (PyArrayObject *)PyArray_Empty(1, dims, descr, 0); /* steals descr */
+    if (out != NULL)
+        bc_advise_huge_pages(PyArray_DATA(out), (size_t)PyArray_NBYTES(out));
+    return out;
+}
+
+/* Direct path of bc_run: count the validated x into a new exact-size output
+ * of nbins bins.  Returns 0, or -1 with an exception set. */
+static int APPLY_SPECIFIC(bc_direct)(BC_CTX *ctx, int nt, npy_intp nbins, int wrap,
+                                     PyArrayObject **res)
+{
+#if !BC_WEIGHTED
+    if (sizeof(BC_ACC_T) > 4 && !ctx->runs && ctx->size <= BC_TASK_MAX && ctx->size >= nbins / 2 &&
+        (size_t)nbins * sizeof(npy_uint32) >= BC_PREFETCH_MIN_BYTES) {
+        ctx->narrow = (npy_uint32 *)bc_calloc((size_t)nbins, sizeof(npy_uint32));
+        if (ctx->narrow != NULL) { /* else: count into the output */
+            APPLY_SPECIFIC(bc_count_narrow)(ctx, ctx->narrow, wrap);
+            *res = APPLY_SPECIFIC(bc_new_empty)(nbins);
+            if (*res == NULL)
+                return -1;
+            ctx->out = (BC_ACC_T *)PyArray_DATA(*res);
+            ctx->nbins = nbins;
+            bc_pool_run(nt, (nbins + BC_MERGE_STEP - 1) / BC_MERGE_STEP,
+                        APPLY_SPECIFIC(bc_widen_task), ctx);
+            return 0;
+        }
+    }
+#else
+    (void)nt;
+#endif
+    *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
+    if (*res == NULL)
+        return -1;
+    APPLY_SPECIFIC(bc_count_direct)(ctx, (BC_ACC_T *)PyArray_DATA(*res), nbins, wrap);
+    return 0;
+}
+
 /* Min/max task: the min and max of task t's slice, into the participant's
  * slot. */
 static void APPLY_SPECIFIC(bc_minmax_task)(void *arg, int part, npy_intp t)
@@ -829,11 +920,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
             if ((npy_intp)mx + 1 > nbins)
                 nbins = (npy_intp)mx + 1;
 #endif
-            *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
-            if (*res != NULL) {
-                APPLY_SPECIFIC(bc_count_direct)(ctx, (BC_ACC_T *)PyArray_DATA(*res), nbins, wrap);
-                rc = 0;
-            }
+            rc = APPLY_SPECIFIC(bc_direct)(ctx, nt, nbins, wrap, res);
         }
     } else if (status == BC_OK) {
 #if !BC_SCATTER
@@ -863,6 +950,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
     free(ctx->lo);
     free(ctx->hi);
     free(ctx->seen);
+    free(ctx->narrow);
     ctx->hists = NULL;
     return rc;
 }

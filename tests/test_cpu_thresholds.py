@@ -135,13 +135,21 @@ def test_prefetch_threshold_of_private_histograms(w_dtype, itemsize, omp, rng):
         _check_bincount("int64", w_dtype, omp, _values(rng, 8 * (top + 1), top), rng)
 
 
-@pytest.mark.parametrize("w_dtype", [None, "float64", "float32"])
-def test_prefetch_threshold_of_the_direct_path(w_dtype, omp, rng):
-    itemsize = np.dtype(w_dtype or "int64").itemsize
-    nbins = PREFETCH_BYTES // itemsize
-    for top in (nbins - 2, nbins - 1, nbins):
-        for size in (PREFETCH_DIST - 1, PREFETCH_DIST + 1, 5 * PRIV_MIN):
-            _check_bincount("int64", w_dtype, omp, _values(rng, size, top), rng)
+@pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("int64", "float64"),
+                                             ("int64", "float32")])
+def test_prefetch_thresholds_of_the_direct_path(x_dtype, w_dtype, omp, rng):
+    """Outputs from BC_PREFETCH_MIN_BYTES up are counted with prefetches;
+    counts into 8-byte outputs go through 32-bit counters from
+    BC_PREFETCH_MIN_BYTES of counters and N >= bins / 2 up."""
+    itemsize = np.dtype(w_dtype or x_dtype).itemsize
+    edges = {PREFETCH_BYTES // itemsize}
+    if w_dtype is None and itemsize == 8:
+        edges.add(PREFETCH_BYTES // 4)
+    for nbins in sorted(edges):
+        for top in (nbins - 2, nbins - 1, nbins):
+            # the 32-bit counters are used from N >= bins / 2
+            for size in (PREFETCH_DIST - 1, PREFETCH_DIST + 1, 5 * PRIV_MIN, nbins // 2 - 1, nbins // 2 + 1):
+                _check_bincount(x_dtype, w_dtype, omp, _values(rng, size, top), rng)
 
 
 @pytest.mark.parametrize("kind", ["equal", "sorted", "skewed"])
@@ -182,6 +190,18 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
 
 
 # -- the scatter-add form ---------------------------------------------------------------
+@pytest.mark.parametrize("out_dtype", ["int64", "float64", "int32"])
+def test_scatter_counts_with_many_bins(out_dtype, omp, rng):
+    """Negative indices wrap in the direct path, with 32-bit counters (8-byte
+    outputs) and without."""
+    case = scatter_case(CPU, "int64", out_dtype, None, omp)
+    for n in (PREFETCH_BYTES // 4 - 1, PREFETCH_BYTES // 4 + 1):
+        idx = rng.integers(-n, n, size=n // 2 + 7)
+        got = case.run(idx, None, n)
+        assert_same_histogram(got, np.where(idx < 0, idx + n, idx), None, n, out_dtype, what=f"n={n}")
+
+
+
 @pytest.mark.parametrize("w_ndim", [None, 1])
 def test_scatter_add_around_the_private_limit(w_ndim, omp, rng):
     case = scatter_case(CPU, "int64", "float64", w_ndim, omp)
