@@ -14,7 +14,9 @@
  * time with a compare-and-swap, until none is left.  A worker that the
  * scheduler runs late finds no task and claims nothing; the caller then does
  * all the work itself, at single-thread speed.  The caller only ever waits
- * for tasks that a running worker has claimed and not yet finished.
+ * for tasks that a worker has claimed and not yet finished; when the
+ * operating system preempts a worker in the middle of a task that wait is
+ * long, and calls then run on one thread for a while (see bc_pool_run).
  *
  * One 64-bit word, `ticket`, holds the state of the current job:
  *   bits 40..63  epoch: the job's number (a new job bumps it);
@@ -57,6 +59,13 @@
 #define BC_POOL_SPIN_NS 200000      /* idle workers spin this long before sleeping */
 #define BC_POOL_STACK (1 << 20)     /* bytes of stack of a worker */
 #define BC_POOL_MAX_TASKS 0x7FFFFFFF /* tasks of one job */
+/* A call that waited on a worker's task this much longer than its own tasks
+ * took (see bc_pool_run) was stalled by the scheduler. */
+#ifndef BC_POOL_STALL_NS
+#define BC_POOL_STALL_NS 200000
+#endif
+#define BC_POOL_SOLO_MIN_NS 10000000LL    /* first back-off after a stall: 10 ms */
+#define BC_POOL_SOLO_MAX_NS 1000000000LL  /* longest back-off: 1 s */
 
 /* The function of a job: run task `task` as participant `part` (0 is the
  * caller; workers get 1, 2, ... in the order they join). */
@@ -77,6 +86,9 @@ typedef struct bc_pool {
     npy_intp ntasks;
     int parts;           /* participants allowed, the caller included */
     npy_intp done;       /* atomic: tasks finished */
+    /* Back-off after stalls (read and written by the caller only). */
+    long long solo_until; /* calls before this time (ns) run on one thread */
+    long long solo_ns;    /* the next back-off */
 } bc_pool;
 
 #define BC_TICKET_EPOCH(t) ((t) >> 40)
@@ -98,16 +110,18 @@ static void bc_cpu_relax(void)
 }
 
 /* Claim and run tasks of job `epoch` until none is left.  `part` is the
- * participant's slot, or -1 for a worker that has not joined this job yet. */
-static void bc_pool_work(bc_pool *p, npy_uint64 epoch, int part)
+ * participant's slot, or -1 for a worker that has not joined this job yet.
+ * Returns the number of tasks run. */
+static npy_intp bc_pool_work(bc_pool *p, npy_uint64 epoch, int part)
 {
+    npy_intp ran = 0;
     for (;;) {
         npy_uint64 t = __atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE), next;
         npy_intp task;
         if (BC_TICKET_EPOCH(t) != epoch || BC_TICKET_TASKS(t) == 0)
-            return;
+            return ran;
         if (part < 0 && BC_TICKET_SLOTS(t) == 0)
-            return;
+            return ran;
         next = t - 1 - (part < 0 ? (1ULL << 32) : 0);
         if (!__atomic_compare_exchange_n(&p->ticket, &t, next, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
@@ -118,6 +132,7 @@ static void bc_pool_work(bc_pool *p, npy_uint64 epoch, int part)
         task = p->ntasks - (npy_intp)BC_TICKET_TASKS(t);
         p->fn(p->arg, part, task);
         __atomic_fetch_add(&p->done, (npy_intp)1, __ATOMIC_RELEASE);
+        ran++;
     }
 }
 
@@ -235,12 +250,23 @@ done:
  * the process's pool that are running.  Returns the number of participant
  * slots that may have been used (slots are 0 .. result - 1; a slot that no
  * thread took ran nothing).  Needs the GIL (to find the pool).  Without a
- * pool, or when it is in use, this thread runs every task itself. */
+ * pool, when it is in use, or while it backs off after a stall, this thread
+ * runs every task itself.
+ *
+ * Stalls: this thread never waits for a worker that has not claimed a task,
+ * but it must wait for a task that a worker has claimed; if the operating
+ * system preempts the worker in the middle of it, the wait lasts until the
+ * worker runs again.  A wait longer than this thread's own time per task plus
+ * BC_POOL_STALL_NS counts as a stall: calls then run on one thread for a
+ * while (10 ms, doubling with each further stall up to 1 s, halving with
+ * each threaded call that did not stall), so that while the cores stay busy
+ * only the occasional threaded call can stall. */
 static int bc_pool_run(int nt, npy_intp ntasks, bc_task_fn fn, void *arg)
 {
     bc_pool *p = NULL;
     npy_uint64 epoch, t;
-    npy_intp task;
+    npy_intp task, ran;
+    long long start, waited;
     int zero = 0;
     if (nt > BC_POOL_MAX_PARTS)
         nt = BC_POOL_MAX_PARTS;
@@ -249,7 +275,8 @@ static int bc_pool_run(int nt, npy_intp ntasks, bc_task_fn fn, void *arg)
     if (p != NULL && !__atomic_compare_exchange_n(&p->busy, &zero, 1, 0, __ATOMIC_ACQUIRE,
                                                   __ATOMIC_RELAXED))
         p = NULL;
-    if (p != NULL && bc_pool_grow(p, nt - 1) < 1) {
+    start = p != NULL ? bc_now_ns() : 0;
+    if (p != NULL && (start < p->solo_until || bc_pool_grow(p, nt - 1) < 1)) {
         __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
         p = NULL;
     }
@@ -275,17 +302,28 @@ static int bc_pool_run(int nt, npy_intp ntasks, bc_task_fn fn, void *arg)
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    bc_pool_work(p, epoch, 0);
+    ran = bc_pool_work(p, epoch, 0);
     /* Every task is claimed now; wait for those that running workers hold. */
+    waited = 0;
     if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE) != ntasks) {
-        const long long until = bc_now_ns() + BC_POOL_SPIN_NS / 4;
+        const long long mine = bc_now_ns();
+        const long long per_task = ran > 0 ? (mine - start) / ran : 0;
         int k = 0;
         while (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE) != ntasks) {
-            if (++k & 255 || bc_now_ns() < until)
+            if (++k & 255 || bc_now_ns() - mine < BC_POOL_SPIN_NS / 4)
                 bc_cpu_relax();
             else
                 sched_yield(); /* the holder may need this core */
         }
+        waited = bc_now_ns() - mine - per_task;
+    }
+    if (waited > BC_POOL_STALL_NS) {
+        p->solo_ns = p->solo_ns < BC_POOL_SOLO_MIN_NS ? BC_POOL_SOLO_MIN_NS
+                     : p->solo_ns * 2 > BC_POOL_SOLO_MAX_NS ? BC_POOL_SOLO_MAX_NS
+                                                             : p->solo_ns * 2;
+        p->solo_until = bc_now_ns() + p->solo_ns;
+    } else {
+        p->solo_ns /= 2;
     }
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return nt;
