@@ -57,12 +57,16 @@
  *     1.2x slower with four copies of 1000 float64 bins).
  *   A histogram of BC_PREFETCH_MIN_BYTES or more (beyond the L2 cache) is
  *   counted with software prefetches BC_PREFETCH_DIST elements ahead, which
- *   overlap the cache misses of its random updates.  At the end the copies
- *   and histograms are summed into the output.
+ *   overlap the cache misses of its random updates.
+ *
+ *   At the end the histograms are summed into a zeroed output; a single
+ *   histogram is copied into an output that is not zeroed first.
  *
  *   When a histogram needs more bins than a limit tied to the length of x
- *   (N / (2 x histograms), so the workspace stays below N / 2 bins), all
- *   tasks stop and the direct path runs instead: one vectorised min/max pass
+ *   (N / (2 x histograms), so the workspace stays below N / 2 bins; 2 N for a
+ *   single histogram of 32-bit counts for an output of 8-byte items, whose
+ *   copy into the output widens them anyway), all tasks stop and the direct
+ *   path runs instead: one vectorised min/max pass
  *   over x (threaded), then one thread counts straight into the exact-size
  *   output, with prefetches (atomic updates from several threads were 3x
  *   slower there, and one thread keeps float sums in the same order on every
@@ -207,7 +211,8 @@
 #define BC_CTX APPLY_SPECIFIC(bc_ctx)
 
 /* A private histogram: `copies` copies of `cap` bins, copy-major.  cap is 0
- * or a power of two. */
+ * or a power of two.  Padded to two cache lines, so that threads updating
+ * neighbouring histograms do not share a line. */
 typedef struct {
     BC_H_T *bins;
     npy_intp cap;
@@ -215,6 +220,7 @@ typedef struct {
     npy_uint64 max_seen; /* weighted: largest value counted */
     npy_intp length;     /* elements counted into it */
     int status;
+    char pad[128 - 6 * 8];
 } BC_HIST;
 
 /* Everything a task needs; one per call. */
@@ -648,6 +654,35 @@ static void APPLY_SPECIFIC(bc_merge_task)(void *arg, int part, npy_intp task)
     }
 }
 
+/* Merge task for a single histogram: out[b] = the sum of its copies (or 0
+ * past its capacity), into an output that was not zeroed.  The sum starts
+ * from 0, as bc_merge_task's does (0.0 + -0.0 is +0.0). */
+static void APPLY_SPECIFIC(bc_merge_one_task)(void *arg, int part, npy_intp task)
+{
+    BC_CTX *ctx = (BC_CTX *)arg;
+    const BC_HIST *h = &ctx->hists[0];
+    BC_ACC_T *out = ctx->out;
+    const npy_intp b0 = task * BC_MERGE_STEP;
+    const npy_intp b1 = ctx->nbins - b0 < BC_MERGE_STEP ? ctx->nbins : b0 + BC_MERGE_STEP;
+    const npy_intp end = h->cap < b1 ? (h->cap > b0 ? h->cap : b0) : b1;
+    npy_intp b;
+    int c;
+    (void)part;
+    if (h->copies == 1) {
+        for (b = b0; b < end; b++)
+            out[b] = (BC_ACC_T)((BC_ACC_T)0 + (BC_ACC_T)h->bins[b]);
+    } else {
+        for (b = b0; b < end; b++) {
+            BC_ACC_T acc = 0;
+            for (c = 0; c < h->copies; c++)
+                acc += (BC_ACC_T)h->bins[(npy_intp)c * h->cap + b];
+            out[b] = acc;
+        }
+    }
+    for (b = end; b < b1; b++)
+        out[b] = 0;
+}
+
 /* Index of x[i] in the output of the direct path (values are validated). */
 #define BC_DIRECT_INDEX(i) (wrap && (npy_intp)x[i] < 0 ? (npy_intp)x[i] + n : (npy_intp)x[i])
 
@@ -874,6 +909,13 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
         ctx->nhists = nt;
     }
     limit = ctx->size / (2 * (npy_intp)ctx->nhists);
+#if !BC_WEIGHTED
+    /* A single histogram of 32-bit counts for an output of 8-byte items may
+     * grow to 2 N bins: its merge is a widening copy, as the direct path's
+     * would be, and it spares the direct path's min/max pass. */
+    if (ctx->nhists == 1 && sizeof(BC_ACC_T) > 4)
+        limit = 2 * ctx->size;
+#endif
     limit = limit < BC_PRIV_MIN_BINS ? BC_PRIV_MIN_BINS : limit;
     limit = limit > BC_PRIV_MAX_BINS ? BC_PRIV_MAX_BINS : limit;
     ctx->limit = limit;
@@ -930,12 +972,16 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
                 nbins = top + 1;
         }
 #endif
-        *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
+        /* One histogram is copied into an output left unzeroed; several are
+         * added into zeros. */
+        *res = ctx->nhists == 1 ? APPLY_SPECIFIC(bc_new_empty)(nbins)
+                                : bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
         if (*res != NULL) {
             ctx->out = (BC_ACC_T *)PyArray_DATA(*res);
             ctx->nbins = nbins;
             bc_pool_run(nbins > BC_MERGE_STEP ? nt : 1, (nbins + BC_MERGE_STEP - 1) / BC_MERGE_STEP,
-                        APPLY_SPECIFIC(bc_merge_task), ctx);
+                        ctx->nhists == 1 ? APPLY_SPECIFIC(bc_merge_one_task)
+                                         : APPLY_SPECIFIC(bc_merge_task), ctx);
             rc = 0;
         }
     }
