@@ -15,7 +15,7 @@ weights, x int64 and int32) per N and bins.  ``x`` lives in an
 second time, and the second measurement kept (marked "re-run").
 
 Then the busy-cores scenario (``benchmarks/busy.py``): the seed case and
-1e7 values into 1e6 bins with OpenMP on and off, quietly and in three rounds
+1e7 values into 1e6 bins with OpenMP on and off, without burners and in three rounds
 with one fresh CPU-burning process per core.
 
 Results go to ``benchmarks/results/<name>.md`` (a table, and the targets of

@@ -6,7 +6,7 @@ the same priority as the benchmark), times the candidates side by side in
 alternating rounds (:func:`aesara_bincount._timing.interleaved_medians`),
 then stops the burners.  Fresh burners each round give the scheduler a new
 chance to place them badly; the worst round is what a user would meet.  A
-quiet round without burners is timed first, for reference.
+round without burners is timed first, for reference.
 
 The figure of merit is the ratio of the OpenMP-on time to the OpenMP-off
 time in the same round: with OpenMP threads that wait on a descheduled
@@ -59,7 +59,7 @@ def busy_rounds(
     budget_s: float = 0.3,
     settle_s: float = 0.2,
 ) -> List[dict]:
-    """Time ``cases`` quietly once, then in ``rounds`` rounds with fresh burners.
+    """Time ``cases`` once without burners, then in ``rounds`` rounds with fresh burners.
 
     Parameters
     ----------
@@ -77,8 +77,8 @@ def busy_rounds(
     Returns
     -------
     list of dict
-        One entry per case and round: ``{"case", "round" (0 is the quiet
-        one), "burners", "load" (1-minute load average when it ended), "ms":
+        One entry per case and round: ``{"case", "round" (0 is the one
+        without burners), "burners", "load" (1-minute load average when it ended), "ms":
         {candidate: median ms}}``.
     """
     cores = cores or os.cpu_count() or 1
@@ -93,7 +93,7 @@ def busy_rounds(
 
 
 def summary(results: List[dict], on: str = "omp_on", off: str = "omp_off") -> Dict[str, dict]:
-    """Per case: the quiet ratio ``on / off``, the ratio of every busy round, and the worst."""
+    """Per case: the ratio ``on / off`` without burners ("quiet"), that of every busy round, and the worst."""
     cases: Dict[str, dict] = {}
     for row in results:
         c = cases.setdefault(row["case"], {"quiet": None, "busy": []})

@@ -6,7 +6,7 @@
     with its ratio to Bincount with OpenMP off.
 ``cpu_busy.png``
     The busy-cores scenario (``busy.py``): OpenMP-on time over OpenMP-off
-    time in the quiet round and in each round with one CPU-burning process per
+    time in the round without burners and in each round with one CPU-burning process per
     core, per case, with the 1.5x target drawn.
 """
 from typing import Optional
@@ -84,7 +84,7 @@ def plot_busy(data: dict, path: str, plot) -> Optional[str]:
     ax.axhline(cpu_report.BUSY_MAX, color="black", linestyle="--", linewidth=1)
     ax.axhline(1.0, color="#888888", linewidth=0.8)
     handles = [Line2D([], [], color="black", linestyle="--", label=f"target: {cpu_report.BUSY_MAX}x"),
-               Patch(color="#55a868", label="quiet machine"),
+               Patch(color="#55a868", label="no burners"),
                Patch(color="#c44e52", label="one CPU-burning process per core (fresh each round)")]
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels(cases, fontsize=8)
@@ -114,7 +114,7 @@ def captions(data: dict, source: str) -> dict:
         ),
         "cpu_busy.png": (
             "Busy cores: OpenMP on time over OpenMP off time, per round",
-            "Bincount with OpenMP on, over OpenMP off, timed side by side: quietly, then in "
+            "Bincount with OpenMP on, over OpenMP off, timed side by side: without burners, then in "
             "rounds with one CPU-burning process per core (fresh burners each round). The "
             f"dashed line is the target, {cpu_report.BUSY_MAX}x. {run}",
         ),
