@@ -236,6 +236,7 @@ typedef struct {
     int nhists;
     int runs;          /* the sample says: runs of equal values dominate */
     int skewed;        /* the sample says: repeats are frequent */
+    npy_uint64 top;    /* the largest sampled value (as unsigned) */
     BC_HIST *hists;
     int stop;          /* set (atomically) when any task fails or bails */
     /* min/max pass: one slot per participant */
@@ -324,11 +325,14 @@ static void APPLY_SPECIFIC(bc_sample)(BC_CTX *ctx)
 {
     const npy_intp win = (ctx->size / 8 < BC_SAMPLE ? ctx->size / 8 : BC_SAMPLE) / 4 + 4;
     npy_intp part, pairs = 0, equal = 0, near = 0;
+    npy_uint64 top = 0;
     for (part = 0; part < 4; part++) {
         const npy_intp lo = bc_split(ctx->size, 4, part);
         const npy_intp hi = ctx->size - lo < win ? ctx->size : lo + win;
         const BC_X_T *x = ctx->x;
         npy_intp i;
+        for (i = lo; i < hi; i++)
+            top = bc_as_u64(x[i]) > top ? bc_as_u64(x[i]) : top;
         for (i = lo + 3; i < hi; i++) {
             pairs++;
             equal += x[i] == x[i - 1];
@@ -337,6 +341,7 @@ static void APPLY_SPECIFIC(bc_sample)(BC_CTX *ctx)
     }
     ctx->runs = 2 * equal > pairs;
     ctx->skewed = pairs > 0 && near * BC_REPEAT_DIV >= pairs;
+    ctx->top = top;
 }
 
 /* Grow h to at least `need` bins (a power of two), folding copies when the
@@ -928,6 +933,7 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
 static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
 {
     const int nt = APPLY_SPECIFIC(bc_threads)(ctx->size);
+    int count_nt = nt; /* threads that count (all of them may merge) */
     int status = BC_OK, rc = -1, t;
     npy_intp nbins = ctx->n;
 
@@ -936,7 +942,22 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
         return *res == NULL ? -1 : 0;
     }
     APPLY_SPECIFIC(bc_sample)(ctx);
-    if (APPLY_SPECIFIC(bc_plan)(ctx, nt) != 0) {
+#if !BC_WEIGHTED
+    {
+        /* Counts for an 8-byte output that need (the scatter-add form's n, or
+         * the sample says) more bins than threaded histograms may have, but
+         * not more than a single one may: one thread counts, the merge stays
+         * threaded.  Threads would bail out to the direct path, whose min/max
+         * pass costs more than they save (1e6 values into 1e6 int64 bins on
+         * 2 threads: 3.4 ms against 2.7 ms for one thread). */
+        const npy_uint64 need = BC_SCATTER ? (npy_uint64)ctx->n : ctx->top + 1;
+        if (nt > 1 && sizeof(BC_ACC_T) > 4 && ctx->size <= BC_TASK_MAX &&
+            need > (npy_uint64)(ctx->size / (2 * nt)) && need <= (npy_uint64)(2 * ctx->size) &&
+            need <= (npy_uint64)BC_PRIV_MAX_BINS)
+            count_nt = 1;
+    }
+#endif
+    if (APPLY_SPECIFIC(bc_plan)(ctx, count_nt) != 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -944,7 +965,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
     if (BC_SCATTER && ctx->n > ctx->limit) {
         status = BC_BAIL; /* the histogram is too large to privatize */
     } else {
-        bc_pool_run(nt, ctx->ntasks, APPLY_SPECIFIC(bc_task), ctx);
+        bc_pool_run(count_nt, ctx->ntasks, APPLY_SPECIFIC(bc_task), ctx);
         status = APPLY_SPECIFIC(bc_tasks_status)(ctx);
     }
 

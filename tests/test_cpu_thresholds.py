@@ -40,6 +40,7 @@ C = _constants()
 OMP_MIN_N = C["BC_OMP_MIN_N"]
 TASK_LEN = C["BC_TASK_LEN"]
 PRIV_MIN = C["BC_PRIV_MIN_BINS"]
+PRIV_MAX = C["BC_PRIV_MAX_BINS"]
 COPIES_BYTES = C["BC_COPIES_MAX_BYTES"]
 PREFETCH_BYTES = C["BC_PREFETCH_MIN_BYTES"]
 PREFETCH_DIST = C["BC_PREFETCH_DIST"]
@@ -150,6 +151,23 @@ def test_prefetch_thresholds_of_the_direct_path(x_dtype, w_dtype, omp, rng):
             # the 32-bit counters are used from N >= bins / 2
             for size in (PREFETCH_DIST - 1, PREFETCH_DIST + 1, 5 * PRIV_MIN, nbins // 2 - 1, nbins // 2 + 1):
                 _check_bincount(x_dtype, w_dtype, omp, _values(rng, size, top), rng)
+
+
+@pytest.mark.parametrize("out", ["int64", "int32"])
+def test_direct_path_with_32_bit_counters(out, omp, rng):
+    """Counts into 8-byte outputs, on the direct path, go through 32-bit
+    counters when N >= bins / 2: beyond the largest private histogram, and
+    when threads bail out on a value the sample did not see (the sample
+    reads four windows from 0, 1/4, 1/2 and 3/4 of x)."""
+    x_dtype = out  # counts take x's dtype
+    for top in (PRIV_MAX - 1, PRIV_MAX, PRIV_MAX + 1):
+        x = _values(rng, top // 2 + 2, top)
+        _check_bincount(x_dtype, None, omp, x, rng)
+    size = 3 * OMP_MIN_N
+    for far in (PREFETCH_BYTES // 4 - 1, PREFETCH_BYTES // 4 + 1, 2 * size - 1, 2 * size + 1):
+        x = _values(rng, size, 999)
+        x[5 * size // 8] = far
+        _check_bincount(x_dtype, None, omp, x, rng)
 
 
 @pytest.mark.parametrize("kind", ["equal", "sorted", "skewed"])
