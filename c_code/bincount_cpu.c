@@ -65,8 +65,10 @@
  *   When a histogram needs more bins than a limit tied to the length of x
  *   (N / (2 x histograms), so the workspace stays below N / 2 bins; 2 N for a
  *   single histogram of 32-bit counts for an output of 8-byte items, whose
- *   copy into the output widens them anyway), all tasks stop and the direct
- *   path runs instead: one vectorised min/max pass
+ *   copy into the output widens them anyway; with threads, such counts whose
+ *   sample needs more bins than threaded histograms may have are counted by
+ *   one thread into a single histogram), all tasks stop and the direct path
+ *   runs instead: one vectorised min/max pass
  *   over x (threaded), then one thread counts straight into the exact-size
  *   output, with prefetches (atomic updates from several threads were 3x
  *   slower there, and one thread keeps float sums in the same order on every
