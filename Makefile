@@ -94,9 +94,12 @@ $(BENCH_STAMP): $(STAMP)
 	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
-## The CPU benchmark grid (a few minutes): table and JSON in benchmarks/results/.
+## The CPU benchmark (about 15 minutes on 2 cores; run it on a quiet machine):
+## the grid and the busy-cores scenario, the table with the targets of issue 13
+## (benchmarks/results/cpu-dev.md / .json), the plots (docs/_static/) and the
+## figures in README.rst, all from one run.
 bench: $(BENCH_STAMP)
-	$(PY) benchmarks/bench_cpu.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_cpu.py --plot --readme $(BENCH_ARGS)
 	$(PY) benchmarks/bench_rows.py --plot $(ROWS_BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)

@@ -4,14 +4,18 @@ GNU OpenMP (libgomp, what ``g++ -fopenmp`` links) keeps a pool of worker
 threads per thread that started a parallel region.  ``fork()`` copies only
 the calling thread, but the child still believes the pool exists: its first
 parallel region waits forever for workers that are gone.  A Python program
-that runs a ``Bincount`` with ``openmp=True`` and then starts workers with
-``multiprocessing`` (the "fork" start method, the default on Linux) would hang
-in every worker.
+that runs OpenMP code (an Op compiled with ``-fopenmp``, torch) and then
+starts workers with ``multiprocessing`` (the "fork" start method, the default
+on Linux) would hang in every worker.
 
-The handler registered here runs in the child right after ``os.fork()``: if
-libgomp is loaded, it sets the forking thread's OpenMP thread count to 1, so
-that ``Bincount`` (which asks ``omp_get_max_threads()``) and any other OpenMP
-code called from that thread run without the stale pool.  Threads that the
+``Bincount`` itself no longer runs OpenMP parallel regions (its threads are
+the pool of ``c_code/bincount_pool.h``, which a forked child replaces), but
+it takes its thread count from ``omp_get_max_threads()``, and other OpenMP
+code in the process (Ops of other packages, torch) still uses GNU OpenMP's
+teams.  The handler registered here runs in the child right after
+``os.fork()``: if libgomp is loaded, it sets the forking thread's OpenMP
+thread count to 1, so that OpenMP code called from that thread runs without
+the stale pool, and ``Bincount`` runs on one thread there.  Threads that the
 child starts later get their own, fresh pools.  Processes started with
 "spawn" or "forkserver" are untouched and keep all their threads.
 """

@@ -111,7 +111,7 @@ class Bincount(OpenMPOp, ExternalCOp):
     __props__ = ("mode", "out_dtype", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
-    c_sources = ("bincount_common.h", "bincount_cpu.c")
+    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
     #: Bump by hand only for changes outside the C files (which are hashed).
     version = 1
 

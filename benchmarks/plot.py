@@ -24,6 +24,10 @@ Output, in ``--out`` (default ``docs/_static/``):
 ``cpu_speedup_vs_bins.png`` / ``gpu_speedup_vs_bins.png``
     ``numpy.bincount``'s time over each implementation's, against the bin
     count, one panel per N.
+``cpu_targets.png`` / ``cpu_busy.png``
+    The cells of the targets of issue 13, and the busy-cores scenario
+    (OpenMP on against off while every core runs another process); see
+    ``plot_targets.py``.  Drawn when the CPU results hold them.
 ``plots.json``
     The manifest the documentation reads (``docs/_ext/perfplots.py``): one
     entry per PNG with its kind, alt text, caption, results files and date.  A GPU plot appears in
@@ -83,6 +87,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)  # plot_targets, cpu_report, sizes
 RESULTS = os.path.join(HERE, "results")
 STATIC = os.path.join(ROOT, "docs", "_static")
 
@@ -211,7 +217,7 @@ def merge(first: dict, second: dict) -> dict:
     machine = dict(second["machine"], **first["machine"])
     return dict(
         kind=first["kind"], machine=machine, rows=list(rows.values()),
-        paths=first["paths"] + second["paths"],
+        paths=first["paths"] + second["paths"], busy=first.get("busy") or second.get("busy"),
     )
 
 
@@ -592,6 +598,15 @@ def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
     _save(fig, path)
     return path
 
+
+def _drawing():
+    """The drawing helpers of this module, for ``plot_targets``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(_plt=_plt, label=label, COLORS=COLORS, footer=footer, _save=_save,
+                           _ms_text=_ms_text)
+
+
 # -- the manifest --------------------------------------------------------------
 def _caption(kind: str, name: str, data: dict, dist: str, dtype: str, note: str) -> str:
     run = f"Measured on {machine_line(data)}; data: " + ", ".join(
@@ -686,13 +701,29 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
                 date=max(str(d["machine"].get("date", "")) for d in given.values()),
             )
         )
-    # Drop PNGs of a kind that has no data any more, so the docs never show them.
-    for kind in ("cpu", "gpu"):
-        if kind not in given:
-            for name in ("time_vs_n", "speedup_vs_bins"):
-                stale = os.path.join(args.out, f"{kind}_{name}.png")
-                if os.path.exists(stale):
-                    os.remove(stale)
+    extra_written = set()
+    if "cpu" in given:
+        import plot_targets
+
+        data = given["cpu"]
+        sources = [_relpath(p) for p in data["paths"]]
+        texts = plot_targets.captions(data, ", ".join(sources))
+        for kind, fname, fn in (("cpu-targets", "cpu_targets.png", plot_targets.plot_targets),
+                                ("cpu-busy", "cpu_busy.png", plot_targets.plot_busy)):
+            if fn(data, os.path.join(args.out, fname), _drawing()):
+                alt, caption = texts[fname]
+                written.append(os.path.join(args.out, fname))
+                extra_written.add(fname)
+                manifest.append(dict(kind=kind, name=fname[:-4], file=fname, alt=alt,
+                                     caption=caption + (f" {args.note}" if args.note else ""),
+                                     sources=sources, date=str(data["machine"].get("date", ""))))
+    # Drop PNGs that have no data any more, so the docs never show them.
+    stale = [f"{kind}_{name}.png" for kind in ("cpu", "gpu") if kind not in given
+             for name in ("time_vs_n", "speedup_vs_bins")]
+    stale += [f for f in ("cpu_targets.png", "cpu_busy.png") if f not in extra_written]
+    for name in stale:
+        if os.path.exists(os.path.join(args.out, name)):
+            os.remove(os.path.join(args.out, name))
     with open(os.path.join(args.out, "plots.json"), "w", encoding="utf-8") as f:
         json.dump(
             {

@@ -23,36 +23,66 @@
  * well defined.
  *
  * Algorithm: one pass over x while the bins are few (a privatized histogram).
- *   x is cut into tasks, one per OpenMP thread (more when a task would exceed
- *   BC_TASK_MAX elements).  Each task counts into a private histogram whose
- *   capacity is a power of two, so that the range check of a group of values
- *   is one test: (v0 | v1 | ... | v7) < capacity, which also rejects negative
- *   values (their sign bit).  A group that fails the test goes through the
- *   slow path one element at a time: wrap a negative index (scatter-add),
- *   grow the histogram (bincount), or record an error.  So the range check
- *   costs a few OR instructions per element and no extra pass over memory.
- *   Counts without weights are 32-bit (a task never has 2**32 elements), which
- *   halves the cache footprint against 64-bit counts; the largest value is
- *   then read off the histogram (its last non-zero bin).  Weighted sums are
- *   kept in the output dtype and the largest value is tracked as a running
- *   maximum.  Small histograms keep 8 or 4 interleaved copies, filled in
- *   turn, so that runs of equal values update different memory words instead
- *   of waiting on each other (the store-to-load forwarding chain).  At the
- *   end the copies and tasks are summed into the output.  Privatized and
- *   replicated sub-histograms are the classic technique; see Gomez-Luna et
- *   al., "An optimized approach to histogram computation on GPU", Machine
- *   Vision and Applications 24 (2013), for replication on GPUs.
+ *   x is cut into tasks that the calling thread and the pool's workers claim
+ *   one at a time (bincount_pool.h: a worker the scheduler has not run never
+ *   holds up the call).  Each histogram's capacity is a power of two, so that
+ *   the range check of a group of eight values is one test:
+ *   (v0 | v1 | ... | v7) < capacity, which also rejects negative values
+ *   (their sign bit).  A group that fails the test goes through the slow
+ *   path one element at a time: wrap a negative index (scatter-add), grow the
+ *   histogram (bincount), or record an error.  So the range check costs a few
+ *   OR instructions per element and no extra pass over memory.
+ *   Counts without weights are 32-bit (a histogram never sees 2**32
+ *   elements), which halves the cache footprint against 64-bit counts; the
+ *   largest value is then read off the histogram (its last non-zero bin), and
+ *   sums are exact whatever the order, so each thread counts all the tasks it
+ *   claims into one histogram of its own.  Weighted sums are kept in the
+ *   output dtype, the largest value as a running maximum: with AVX2 the range
+ *   test and the maximum of eight values take three vector instructions (the
+ *   scalar maxima they replace cost two instructions per element, which made
+ *   a plain numba loop faster than this one).  Float sums get one histogram
+ *   per task, summed in task order, so that the order of the additions, and
+ *   the rounding, does not depend on which thread ran which task.
+ *   A sample of x (BC_SAMPLE elements from four places) picks the loop:
+ *   - runs of equal values dominate (all-equal, sorted data): add each run at
+ *     once (BC_RUN_STEP), or every update waits on the previous one;
+ *   - frequent repeats within three elements (skewed data: one value is
+ *     1 in 16 or more): four interleaved copies of a histogram that fits in
+ *     the L1 cache, filled in turn, so that repeats update different memory
+ *     words instead of waiting on each other (the store-to-load forwarding
+ *     chain); Gomez-Luna et al., "An optimized approach to histogram
+ *     computation on GPU", Machine Vision and Applications 24 (2013), describe
+ *     such replication on GPUs;
+ *   - otherwise one copy: on uniform data copies only cost cache (measured
+ *     1.2x slower with four copies of 1000 float64 bins).
+ *   A histogram of BC_PREFETCH_MIN_BYTES or more (beyond the L2 cache) is
+ *   counted with software prefetches BC_PREFETCH_DIST elements ahead, which
+ *   overlap the cache misses of its random updates.
  *
- *   When a task needs more bins than a limit tied to its length (private
- *   copies would cost more than the counting), all tasks stop and the direct
- *   path runs instead: one vectorised min/max pass over x (threaded), then
- *   one thread counts straight into the exact-size output (atomic updates
- *   from several threads were 3x slower there, and one thread keeps float
- *   sums in the same order on every call).  No workspace of threads x bins is
- *   used then.  Outputs and histograms of 4 MiB and more are
- *   advised to use transparent huge pages, which removes most TLB misses of
- *   the random updates (measured: 1e7 values into 1e7 bins, 178 ms -> 100 ms
- *   on the development machine).
+ *   At the end the histograms are summed into a zeroed output; a single
+ *   histogram is copied into an output that is not zeroed first.
+ *
+ *   When a histogram needs more bins than a limit tied to the length of x
+ *   (N / (2 x histograms), so the workspace stays below N / 2 bins; 2 N for a
+ *   single histogram of 32-bit counts for an output of 8-byte items, whose
+ *   copy into the output widens them anyway; with threads, such counts whose
+ *   sample needs more bins than threaded histograms may have are counted by
+ *   one thread into a single histogram), all tasks stop and the direct path
+ *   runs instead: one vectorised min/max pass
+ *   over x (threaded), then one thread counts straight into the exact-size
+ *   output, with prefetches (atomic updates from several threads were 3x
+ *   slower there, and one thread keeps float sums in the same order on every
+ *   call).  Counts into an output of 8-byte items go through 32-bit counters
+ *   first, which are then widened into the output: the random updates touch
+ *   half the memory, and the output is written once rather than zeroed and
+ *   updated (1e6 values into 1e6 int64 bins: 4.8 -> 3.7 ms).  No workspace of
+ *   threads x bins is used.  The direct path slices nothing by bucket first:
+ *   a radix-partitioned count (x and weights scattered into buckets of bins
+ *   that fit in L2, then each bucket counted) was measured slower than the
+ *   prefetched pass on the development machine, at 1e6 and 1e7 values into
+ *   1e6 bins (docs/performance.rst has the figures).  Outputs and histograms
+ *   of 4 MiB and more are advised to use transparent huge pages, which
+ *   removes most TLB misses of the random updates.
  *
  * Errors are reported deterministically: on any range error a serial scan
  * finds the first offending position, which the message names.
@@ -74,22 +104,44 @@
 #endif
 
 #include "bincount_common.h"
+#include "bincount_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define BC_SIMD 1
+#else
+#define BC_SIMD 0
+#endif
 
-/* ---- tuning constants (see benchmarks/ for how they were chosen) ---- */
-#ifndef BC_COPY8_MAX_BINS
-#define BC_COPY8_MAX_BINS 256 /* up to this many bins: 8 interleaved copies */
+/* ---- tuning constants (measured on the development machine; see
+ * docs/performance.rst for the figures) ---- */
+#ifndef BC_COPIES_MAX_BYTES
+/* Four interleaved copies while they fit in this (the L1 data cache). */
+#define BC_COPIES_MAX_BYTES 32768
 #endif
-#ifndef BC_COPY4_MAX_BYTES
-#define BC_COPY4_MAX_BYTES (1 << 20) /* 4 copies while they fit in this (L2); then 1 */
+#ifndef BC_REPEAT_DIV
+/* Copies when at least 1 in BC_REPEAT_DIV sampled elements repeats one of
+ * the three before it: the measured crossover of one copy and four copies of
+ * 1000 float64 bins was a repeat rate of 6-10%. */
+#define BC_REPEAT_DIV 16
 #endif
-#ifndef BC_RUN_SAMPLE
-#define BC_RUN_SAMPLE 4096 /* elements sampled for runs of equal values */
+#ifndef BC_SAMPLE
+#define BC_SAMPLE 4096 /* elements sampled (at most N / 8), from four places, for runs and repeats */
+#endif
+#ifndef BC_PREFETCH_MIN_BYTES
+/* Histograms and outputs from this size up are counted with prefetches: the
+ * measured crossover (uniform values, private histograms of 256 KiB to 16 MiB,
+ * counts and float64 sums): up to 1 MiB prefetching cost 0-9%, from 2 MiB
+ * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core. */
+#define BC_PREFETCH_MIN_BYTES (2 << 20)
+#endif
+#ifndef BC_PREFETCH_DIST
+#define BC_PREFETCH_DIST 32 /* elements ahead: hides a miss to DRAM at ~1 ns/element */
 #endif
 #ifndef BC_PRIV_MIN_BINS
 #define BC_PRIV_MIN_BINS 4096 /* private histograms may always grow this far */
@@ -100,8 +152,12 @@
 #ifndef BC_OMP_MIN_N
 #define BC_OMP_MIN_N 100000 /* below this many elements one thread does it all */
 #endif
-#define BC_TASK_MAX 0xFFFFFFFFLL /* elements per task: 32-bit counts cannot wrap */
+#ifndef BC_TASK_LEN
+#define BC_TASK_LEN 32768 /* elements of a task (exact sums): ~20-40 us of work */
+#endif
+#define BC_TASK_MAX 0xFFFFFFFFLL /* elements per histogram: 32-bit counts cannot wrap */
 #define BC_STOP_CHECK 65536      /* elements between looks at the stop flag */
+#define BC_MERGE_STEP 16384      /* bins of a merge task */
 
 #if defined(__GNUC__)
 #define BC_RESTRICT __restrict__
@@ -118,6 +174,8 @@
 #else
 #define BC_WEIGHTED 0
 #endif
+/* Float sums depend on the order of the additions: one histogram per task. */
+#define BC_ORDERED (BC_WEIGHTED && BC_OUT_FLOAT)
 
 /* Accumulator: the output float type, or the unsigned integer of the output's
  * width (so that integer sums wrap as the output dtype does, without UB). */
@@ -145,24 +203,26 @@
 #define BC_TRACK(mk, v) (void)0
 #endif
 
-/* Status of a task, shared through the call context. */
+/* Status of a histogram, shared through the call context. */
 #define BC_OK 0
 #define BC_RANGE 1 /* a value out of range: scan again for the message */
 #define BC_BAIL 2  /* too many bins for private histograms: go direct */
-#define BC_NOMEM 3 /* malloc failed inside the parallel region */
+#define BC_NOMEM 3 /* malloc failed inside a task */
 
 #define BC_HIST APPLY_SPECIFIC(bc_hist)
 #define BC_CTX APPLY_SPECIFIC(bc_ctx)
 
-/* One task's private histogram: `copies` copies of `cap` bins, copy-major.
- * cap is 0 or a power of two. */
+/* A private histogram: `copies` copies of `cap` bins, copy-major.  cap is 0
+ * or a power of two.  Padded to two cache lines, so that threads updating
+ * neighbouring histograms do not share a line. */
 typedef struct {
     BC_H_T *bins;
     npy_intp cap;
     int copies;
     npy_uint64 max_seen; /* weighted: largest value counted */
-    npy_intp length;     /* elements of the task */
+    npy_intp length;     /* elements counted into it */
     int status;
+    char pad[128 - 6 * 8];
 } BC_HIST;
 
 /* Everything a task needs; one per call. */
@@ -173,9 +233,21 @@ typedef struct {
     npy_intp wstep;    /* 1, or 0 for a broadcast scalar increment */
     npy_intp n;        /* minlength (bincount) or histogram length (scatter) */
     npy_intp limit;    /* most bins a private histogram may have */
-    npy_intp ntasks;
-    BC_HIST *hists; /* one per task */
-    int stop;       /* set (atomically) when any task fails or bails */
+    npy_intp ntasks;   /* tasks x is cut into */
+    int per_task;      /* histogram t is task t's (else participant p's) */
+    int nhists;
+    int runs;          /* the sample says: runs of equal values dominate */
+    int skewed;        /* the sample says: repeats are frequent */
+    npy_uint64 top;    /* the largest sampled value (as unsigned) */
+    BC_HIST *hists;
+    int stop;          /* set (atomically) when any task fails or bails */
+    /* min/max pass: one slot per participant */
+    BC_X_T *lo, *hi;
+    char *seen;
+    /* merge, or widening of the direct path's 32-bit counts */
+    BC_ACC_T *out;
+    npy_intp nbins;
+    npy_uint32 *narrow;
 } BC_CTX;
 
 /* Min and max of x[0:len), len > 0.  Written so that gcc vectorises it. */
@@ -248,18 +320,43 @@ static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_in
     return -1;
 }
 
+/* Look at up to BC_SAMPLE elements (an eighth of x at most), from four
+ * evenly spaced places: do runs of equal values dominate, and are repeats
+ * within three elements frequent? */
+static void APPLY_SPECIFIC(bc_sample)(BC_CTX *ctx)
+{
+    const npy_intp win = (ctx->size / 8 < BC_SAMPLE ? ctx->size / 8 : BC_SAMPLE) / 4 + 4;
+    npy_intp part, pairs = 0, equal = 0, near = 0;
+    npy_uint64 top = 0;
+    for (part = 0; part < 4; part++) {
+        const npy_intp lo = bc_split(ctx->size, 4, part);
+        const npy_intp hi = ctx->size - lo < win ? ctx->size : lo + win;
+        const BC_X_T *x = ctx->x;
+        npy_intp i;
+        for (i = lo; i < hi; i++)
+            top = bc_as_u64(x[i]) > top ? bc_as_u64(x[i]) : top;
+        for (i = lo + 3; i < hi; i++) {
+            pairs++;
+            equal += x[i] == x[i - 1];
+            near += x[i] == x[i - 1] || x[i] == x[i - 2] || x[i] == x[i - 3];
+        }
+    }
+    ctx->runs = 2 * equal > pairs;
+    ctx->skewed = pairs > 0 && near * BC_REPEAT_DIV >= pairs;
+    ctx->top = top;
+}
+
 /* Grow h to at least `need` bins (a power of two), folding copies when the
- * copy count drops.  No Python API: this runs inside the parallel region.
- * Returns 0, or -1 if out of memory (h is then unchanged). */
-static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need)
+ * copy count drops.  No Python API: this runs in worker threads.  Returns 0,
+ * or -1 if out of memory (h is then unchanged). */
+static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need, int skewed)
 {
     npy_intp cap = 64, b;
     int copies, c;
     BC_H_T *bins;
     while (cap < need)
         cap *= 2;
-    copies = cap <= BC_COPY8_MAX_BINS ? 8
-             : (size_t)cap * 4 * sizeof(BC_H_T) <= BC_COPY4_MAX_BYTES ? 4 : 1;
+    copies = skewed && (size_t)cap * 4 * sizeof(BC_H_T) <= BC_COPIES_MAX_BYTES ? 4 : 1;
     bins = (BC_H_T *)bc_calloc((size_t)copies * (size_t)cap, sizeof(BC_H_T));
     if (bins == NULL)
         return -1;
@@ -276,59 +373,98 @@ static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need)
     return 0;
 }
 
-/* The fast path: count x[i:end) in groups while every value of a group lies
- * in [0, cap).  Returns the index of the first group that did not (or of the
- * tail shorter than a group), which the slow path handles. */
+#if BC_SIMD && BC_WEIGHTED
+/* Weighted fast path with AVX2, for 4- and 8-byte x: the range test and the
+ * running maximum of a group of eight values in vector registers.  After the
+ * test every value lies in [0, cap), cap <= 2**22, so the maximum can be
+ * taken on unsigned 32-bit lanes (the upper half of a 64-bit value is 0). */
+static npy_intp APPLY_SPECIFIC(bc_count_fast_simd)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
+                                                   const BC_OUT_T *BC_RESTRICT w,
+                                                   npy_intp wstep, npy_intp i, npy_intp end)
+{
+    const npy_intp cap = h->cap;
+    BC_H_T *h0 = h->bins, *h1 = h0, *h2 = h0, *h3 = h0;
+    const __m256i bad = sizeof(BC_X_T) == 8 ? _mm256_set1_epi64x((long long)~(cap - 1))
+                                            : _mm256_set1_epi32((int)~(cap - 1));
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+    npy_uint32 lanes[8];
+    npy_uint64 top = h->max_seen;
+    int k;
+    if (cap == 0)
+        return i; /* ~(cap - 1) would pass everything: the slow path makes bins */
+    if (h->copies == 4) {
+        h1 = h0 + cap;
+        h2 = h1 + cap;
+        h3 = h2 + cap;
+    }
+    for (; i + 8 <= end; i += 8) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(x + i));
+        if (sizeof(BC_X_T) == 8) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + i + 4));
+            if (!_mm256_testz_si256(_mm256_or_si256(a, b), bad))
+                break;
+            m1 = _mm256_max_epu32(m1, b);
+        } else if (!_mm256_testz_si256(a, bad)) {
+            break;
+        }
+        m0 = _mm256_max_epu32(m0, a);
+        h0[(npy_intp)x[i]] += BC_INC(i);
+        h1[(npy_intp)x[i + 1]] += BC_INC(i + 1);
+        h2[(npy_intp)x[i + 2]] += BC_INC(i + 2);
+        h3[(npy_intp)x[i + 3]] += BC_INC(i + 3);
+        h0[(npy_intp)x[i + 4]] += BC_INC(i + 4);
+        h1[(npy_intp)x[i + 5]] += BC_INC(i + 5);
+        h2[(npy_intp)x[i + 6]] += BC_INC(i + 6);
+        h3[(npy_intp)x[i + 7]] += BC_INC(i + 7);
+    }
+    _mm256_storeu_si256((__m256i *)lanes, _mm256_max_epu32(m0, m1));
+    for (k = 0; k < 8; k++)
+        top = lanes[k] > top ? lanes[k] : top;
+    h->max_seen = top;
+    return i;
+}
+#endif
+
+/* The fast path: count x[i:end) in groups of eight while every value of a
+ * group lies in [0, cap).  Returns the index of the first group that did not
+ * (or of the tail shorter than a group), which the slow path handles. */
 static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
                                               const BC_OUT_T *BC_RESTRICT w,
                                               npy_intp wstep, npy_intp i, npy_intp end)
 {
     const npy_uint64 ucap = (npy_uint64)h->cap;
     const npy_intp cap = h->cap;
-    BC_H_T *h0 = h->bins;
+    /* With one copy the four pointers alias: no restrict here. */
+    BC_H_T *h0 = h->bins, *h1 = h0, *h2 = h0, *h3 = h0;
     npy_uint64 m0 = h->max_seen, m1 = m0, m2 = m0, m3 = m0;
     (void)w;
     (void)wstep;
-    if (h->copies == 8) {
-        BC_H_T *h1 = h0 + cap, *h2 = h1 + cap, *h3 = h2 + cap, *h4 = h3 + cap;
-        BC_H_T *h5 = h4 + cap, *h6 = h5 + cap, *h7 = h6 + cap;
-        for (; i + 8 <= end; i += 8) {
-            const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-            const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
-            const npy_uint64 v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
-            const npy_uint64 v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
-            if ((v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7) >= ucap)
-                break;
-            h0[v0] += BC_INC(i);
-            h1[v1] += BC_INC(i + 1);
-            h2[v2] += BC_INC(i + 2);
-            h3[v3] += BC_INC(i + 3);
-            h4[v4] += BC_INC(i + 4);
-            h5[v5] += BC_INC(i + 5);
-            h6[v6] += BC_INC(i + 6);
-            h7[v7] += BC_INC(i + 7);
-            BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
-            BC_TRACK(m0, v4); BC_TRACK(m1, v5); BC_TRACK(m2, v6); BC_TRACK(m3, v7);
-        }
-    } else {
-        /* With one copy the four pointers alias: no restrict here. */
-        BC_H_T *h1 = h0, *h2 = h0, *h3 = h0;
-        if (h->copies == 4) {
-            h1 = h0 + cap;
-            h2 = h1 + cap;
-            h3 = h2 + cap;
-        }
-        for (; i + 4 <= end; i += 4) {
-            const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-            const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
-            if ((v0 | v1 | v2 | v3) >= ucap)
-                break;
-            h0[v0] += BC_INC(i);
-            h1[v1] += BC_INC(i + 1);
-            h2[v2] += BC_INC(i + 2);
-            h3[v3] += BC_INC(i + 3);
-            BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
-        }
+#if BC_SIMD && BC_WEIGHTED
+    if (sizeof(BC_X_T) == 8 || sizeof(BC_X_T) == 4)
+        return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end);
+#endif
+    if (h->copies == 4) {
+        h1 = h0 + cap;
+        h2 = h1 + cap;
+        h3 = h2 + cap;
+    }
+    for (; i + 8 <= end; i += 8) {
+        const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
+        const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
+        const npy_uint64 v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
+        const npy_uint64 v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
+        if ((v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7) >= ucap)
+            break;
+        h0[v0] += BC_INC(i);
+        h1[v1] += BC_INC(i + 1);
+        h2[v2] += BC_INC(i + 2);
+        h3[v3] += BC_INC(i + 3);
+        h0[v4] += BC_INC(i + 4);
+        h1[v5] += BC_INC(i + 5);
+        h2[v6] += BC_INC(i + 6);
+        h3[v7] += BC_INC(i + 7);
+        BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
+        BC_TRACK(m0, v4); BC_TRACK(m1, v5); BC_TRACK(m2, v6); BC_TRACK(m3, v7);
     }
     m0 = m1 > m0 ? m1 : m0;
     m2 = m3 > m2 ? m3 : m2;
@@ -336,19 +472,52 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
     return i;
 }
 
-/* Do runs of equal values dominate x[lo:hi)?  Looks at a prefix sample.
- * Runs make the plain loop wait on itself (each update of a bin reads the
- * previous one); the run-aggregating loops below add a whole run at once. */
-static int APPLY_SPECIFIC(bc_runs_dominate)(const BC_X_T *x, npy_intp lo, npy_intp hi)
+/* As bc_count_fast for a histogram larger than the L2 cache (one copy):
+ * each group prefetches the bins of the group BC_PREFETCH_DIST elements
+ * ahead.  Those values are not checked yet, so the prefetched address is
+ * masked into the histogram.  (This loop waits on memory: the scalar maxima
+ * cost nothing measurable here.) */
+static npy_intp APPLY_SPECIFIC(bc_count_fast_far)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
+                                                  const BC_OUT_T *BC_RESTRICT w,
+                                                  npy_intp wstep, npy_intp i, npy_intp end)
 {
-    const npy_intp end = hi - lo > BC_RUN_SAMPLE ? lo + BC_RUN_SAMPLE : hi;
-    npy_intp i, equal = 0;
-    for (i = lo + 1; i < end; i++)
-        equal += x[i] == x[i - 1];
-    return 2 * equal > end - lo;
+    const npy_uint64 ucap = (npy_uint64)h->cap, mask = ucap - 1;
+    BC_H_T *h0 = h->bins;
+    npy_uint64 m0 = h->max_seen, m1 = m0, m2 = m0, m3 = m0;
+    const npy_intp pf_end = end - BC_PREFETCH_DIST - 8;
+    int k;
+    (void)w;
+    (void)wstep;
+    for (; i + 8 <= end; i += 8) {
+        const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
+        const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
+        const npy_uint64 v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
+        const npy_uint64 v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
+        if ((v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7) >= ucap)
+            break;
+        if (i <= pf_end)
+            for (k = 0; k < 8; k++)
+                __builtin_prefetch(h0 + ((npy_uint64)x[i + BC_PREFETCH_DIST + k] & mask), 1);
+        h0[v0] += BC_INC(i);
+        h0[v1] += BC_INC(i + 1);
+        h0[v2] += BC_INC(i + 2);
+        h0[v3] += BC_INC(i + 3);
+        h0[v4] += BC_INC(i + 4);
+        h0[v5] += BC_INC(i + 5);
+        h0[v6] += BC_INC(i + 6);
+        h0[v7] += BC_INC(i + 7);
+        BC_TRACK(m0, v0); BC_TRACK(m1, v1); BC_TRACK(m2, v2); BC_TRACK(m3, v3);
+        BC_TRACK(m0, v4); BC_TRACK(m1, v5); BC_TRACK(m2, v6); BC_TRACK(m3, v7);
+    }
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    h->max_seen = m2 > m0 ? m2 : m0;
+    return i;
 }
 
-/* One step of run aggregation: a run of `prev` has summed `acc` so far.  A
+/* Runs of equal values make the plain loop wait on itself (each update of
+ * a bin reads the previous one); the run-aggregating loops add a whole run at
+ * once.  One step of run aggregation: a run of `prev` has summed `acc` so far.  A
  * new value flushes the run into dst[prev]; an equal one extends it.  Both
  * cases store (to a rotating scratch cell when the run goes on), so the loop
  * has no branch to mispredict and no chain through memory. */
@@ -361,8 +530,8 @@ static int APPLY_SPECIFIC(bc_runs_dominate)(const BC_X_T *x, npy_intp lo, npy_in
         prev = (v);                                                              \
     } while (0)
 
-/* Fast path for a single-copy histogram when runs dominate: as
- * bc_count_fast, adding each run of equal values at once. */
+/* Fast path when runs dominate: as bc_count_fast, adding each run of equal
+ * values at once into the first copy. */
 static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
                                                    const BC_OUT_T *BC_RESTRICT w,
                                                    npy_intp wstep, npy_intp i, npy_intp end)
@@ -409,7 +578,7 @@ static int APPLY_SPECIFIC(bc_count_slow)(BC_CTX *ctx, BC_HIST *h, npy_intp i)
     if (v >= h->cap) {
         if (!BC_SCATTER && v + 1 > ctx->limit)
             return BC_BAIL;
-        if (APPLY_SPECIFIC(bc_hist_reserve)(h, v + 1) != 0)
+        if (APPLY_SPECIFIC(bc_hist_reserve)(h, v + 1, ctx->skewed) != 0)
             return BC_NOMEM;
     }
     h->bins[v] += BC_INC(i);
@@ -418,31 +587,34 @@ static int APPLY_SPECIFIC(bc_count_slow)(BC_CTX *ctx, BC_HIST *h, npy_intp i)
     return BC_OK;
 }
 
-/* Task t: count its slice of x into its private histogram. */
-static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
+/* Task t, run by participant `part`: count its slice of x into its
+ * histogram (the task's own for float sums, else the participant's). */
+static void APPLY_SPECIFIC(bc_task)(void *arg, int part, npy_intp t)
 {
-    BC_HIST *h = &ctx->hists[t];
+    BC_CTX *ctx = (BC_CTX *)arg;
+    BC_HIST *h = &ctx->hists[ctx->per_task ? t : (npy_intp)part];
     const npy_intp lo = bc_split(ctx->size, ctx->ntasks, t);
     const npy_intp hi = bc_split(ctx->size, ctx->ntasks, t + 1);
     npy_intp i = lo;
-    int runs = -1; /* sampled only once the histogram has a single copy */
 
-    h->length = hi - lo;
-    if (BC_SCATTER && APPLY_SPECIFIC(bc_hist_reserve)(h, ctx->n) != 0)
+    if (h->status != BC_OK)
+        return;
+    h->length += hi - lo;
+    if (BC_SCATTER && h->bins == NULL &&
+        APPLY_SPECIFIC(bc_hist_reserve)(h, ctx->n, ctx->skewed) != 0)
         h->status = BC_NOMEM;
     while (h->status == BC_OK && i < hi) {
         const npy_intp end = hi - i < BC_STOP_CHECK ? hi : i + BC_STOP_CHECK;
-        const npy_intp group = h->copies == 8 ? 8 : 4;
         npy_intp stop_at;
         if (__atomic_load_n(&ctx->stop, __ATOMIC_RELAXED))
             return;
-        if (h->copies == 1 && runs < 0)
-            runs = APPLY_SPECIFIC(bc_runs_dominate)(ctx->x, i, hi);
-        if (h->copies == 1 && runs)
+        if (ctx->runs)
             i = APPLY_SPECIFIC(bc_count_fast_runs)(h, ctx->x, ctx->w, ctx->wstep, i, end);
+        else if ((size_t)h->cap * sizeof(BC_H_T) >= BC_PREFETCH_MIN_BYTES)
+            i = APPLY_SPECIFIC(bc_count_fast_far)(h, ctx->x, ctx->w, ctx->wstep, i, end);
         else
             i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end);
-        stop_at = end - i < group ? end : i + group;
+        stop_at = end - i < 8 ? end : i + 8;
         for (; i < stop_at && h->status == BC_OK; i++)
             h->status = APPLY_SPECIFIC(bc_count_slow)(ctx, h, i);
     }
@@ -450,7 +622,7 @@ static void APPLY_SPECIFIC(bc_task)(BC_CTX *ctx, npy_intp t)
         __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELAXED);
 }
 
-/* Largest value counted by task h, or -1 if none. */
+/* Largest value counted into h, or -1 if none. */
 static npy_intp APPLY_SPECIFIC(bc_hist_top)(const BC_HIST *h)
 {
 #if BC_WEIGHTED
@@ -466,96 +638,229 @@ static npy_intp APPLY_SPECIFIC(bc_hist_top)(const BC_HIST *h)
 #endif
 }
 
-/* Sum the private histograms into out[0:nbins). */
-static void APPLY_SPECIFIC(bc_merge)(BC_CTX *ctx, int nt, BC_ACC_T *out, npy_intp nbins)
+/* Merge task: sum bins [t * BC_MERGE_STEP, ...) of every histogram into the
+ * output, histograms in order, copies in order (a fixed order of the float
+ * additions). */
+static void APPLY_SPECIFIC(bc_merge_task)(void *arg, int part, npy_intp task)
 {
-    npy_intp b0;
-    const npy_intp step = 1 << 14;
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && nbins > step)
-#endif
-    for (b0 = 0; b0 < nbins; b0 += step) {
-        npy_intp t, b;
-        int c;
-        const npy_intp b1 = nbins - b0 < step ? nbins : b0 + step;
-        for (t = 0; t < ctx->ntasks; t++) {
-            const BC_HIST *h = &ctx->hists[t];
-            const npy_intp end = h->cap < b1 ? h->cap : b1;
-            for (c = 0; c < h->copies; c++) {
-                const BC_H_T *src = h->bins + (npy_intp)c * h->cap;
-                for (b = b0; b < end; b++)
-                    out[b] += (BC_ACC_T)src[b];
-            }
+    BC_CTX *ctx = (BC_CTX *)arg;
+    BC_ACC_T *out = ctx->out;
+    const npy_intp b0 = task * BC_MERGE_STEP;
+    const npy_intp b1 = ctx->nbins - b0 < BC_MERGE_STEP ? ctx->nbins : b0 + BC_MERGE_STEP;
+    int t, c;
+    (void)part;
+    for (t = 0; t < ctx->nhists; t++) {
+        const BC_HIST *h = &ctx->hists[t];
+        const npy_intp end = h->cap < b1 ? h->cap : b1;
+        for (c = 0; c < h->copies; c++) {
+            const BC_H_T *src = h->bins + (npy_intp)c * h->cap;
+            npy_intp b;
+            for (b = b0; b < end; b++)
+                out[b] += (BC_ACC_T)src[b];
         }
     }
 }
+
+/* Merge task for a single histogram: out[b] = the sum of its copies (or 0
+ * past its capacity), into an output that was not zeroed.  The sum starts
+ * from 0, as bc_merge_task's does (0.0 + -0.0 is +0.0). */
+static void APPLY_SPECIFIC(bc_merge_one_task)(void *arg, int part, npy_intp task)
+{
+    BC_CTX *ctx = (BC_CTX *)arg;
+    const BC_HIST *h = &ctx->hists[0];
+    BC_ACC_T *out = ctx->out;
+    const npy_intp b0 = task * BC_MERGE_STEP;
+    const npy_intp b1 = ctx->nbins - b0 < BC_MERGE_STEP ? ctx->nbins : b0 + BC_MERGE_STEP;
+    const npy_intp end = h->cap < b1 ? (h->cap > b0 ? h->cap : b0) : b1;
+    npy_intp b;
+    int c;
+    (void)part;
+    if (h->copies == 1) {
+        for (b = b0; b < end; b++)
+            out[b] = (BC_ACC_T)((BC_ACC_T)0 + (BC_ACC_T)h->bins[b]);
+    } else {
+        for (b = b0; b < end; b++) {
+            BC_ACC_T acc = 0;
+            for (c = 0; c < h->copies; c++)
+                acc += (BC_ACC_T)h->bins[(npy_intp)c * h->cap + b];
+            out[b] = acc;
+        }
+    }
+    for (b = end; b < b1; b++)
+        out[b] = 0;
+}
+
+/* Index of x[i] in the output of the direct path (values are validated). */
+#define BC_DIRECT_INDEX(i) (wrap && (npy_intp)x[i] < 0 ? (npy_intp)x[i] + n : (npy_intp)x[i])
 
 /* Direct path: count straight into the exact-size output.  The values were
  * validated by a min/max pass; `wrap` says some are negative (scatter).
  * One thread does it: with many bins, atomic updates from several threads
  * measured 3x slower than one thread (each is a cache-line round trip), and
- * float sums stay in one order, so they round the same on every call. */
-static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, BC_ACC_T *out, int wrap)
+ * float sums stay in one order, so they round the same on every call.  An
+ * output larger than the L2 cache is counted with prefetches. */
+static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, BC_ACC_T *out, npy_intp nbins, int wrap)
 {
     const BC_X_T *BC_RESTRICT x = ctx->x;
     const BC_OUT_T *BC_RESTRICT w = ctx->w;
     const npy_intp wstep = ctx->wstep, n = ctx->n, size = ctx->size;
-    npy_intp i;
+    npy_intp i = 0;
     (void)w;
     (void)wstep;
-    if (wrap) {
-        for (i = 0; i < size; i++) {
-            npy_intp v = (npy_intp)x[i];
-            out[v < 0 ? v + n : v] += (BC_ACC_T)BC_INC(i);
-        }
-    } else if (APPLY_SPECIFIC(bc_runs_dominate)(x, 0, size)) {
+    if (ctx->runs && !wrap) {
         /* Runs of equal values: add each run at once (see BC_RUN_STEP). */
         BC_ACC_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         BC_ACC_T acc = 0;
         npy_intp prev = 0;
-        for (i = 0; i < size; i++) {
+        for (; i < size; i++) {
             const npy_intp v = (npy_intp)x[i];
             BC_RUN_STEP(BC_ACC_T, out, v, i);
         }
         out[prev] += acc;
+        return;
+    }
+    if ((size_t)nbins * sizeof(BC_ACC_T) >= BC_PREFETCH_MIN_BYTES) {
+        for (; i + BC_PREFETCH_DIST < size; i++) {
+            __builtin_prefetch(out + BC_DIRECT_INDEX(i + BC_PREFETCH_DIST), 1);
+            out[BC_DIRECT_INDEX(i)] += (BC_ACC_T)BC_INC(i);
+        }
+    }
+    if (wrap) {
+        for (; i < size; i++)
+            out[BC_DIRECT_INDEX(i)] += (BC_ACC_T)BC_INC(i);
     } else {
-        for (i = 0; i < size; i++)
+        for (; i < size; i++)
             out[(npy_intp)x[i]] += (BC_ACC_T)BC_INC(i);
     }
 }
 
-/* Min and max of all of x (size > 0), with nt threads. */
-static void APPLY_SPECIFIC(bc_minmax_all)(BC_CTX *ctx, int nt, BC_X_T *lo, BC_X_T *hi)
+#if !BC_WEIGHTED
+/* Direct path for counts into a wide output (8-byte items): count into
+ * 32-bit counters (a call never counts 2**32 elements this way), then widen
+ * them into the output.  The random updates then touch half the memory, and
+ * the output is written once instead of zeroed and then updated.  Used from
+ * N >= bins / 2: with fewer elements zeroing the counters and widening them
+ * costs more than the updates save. */
+static void APPLY_SPECIFIC(bc_count_narrow)(BC_CTX *ctx, npy_uint32 *cnt, int wrap)
 {
-    BC_X_T mn = ctx->x[0], mx = ctx->x[0];
-#ifdef _OPENMP
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        {
-            const int t = omp_get_thread_num(), tn = omp_get_num_threads();
-            const npy_intp a = bc_split(ctx->size, tn, t), e = bc_split(ctx->size, tn, t + 1);
-            BC_X_T l, h;
-            if (e > a) {
-                APPLY_SPECIFIC(bc_minmax)(ctx->x + a, e - a, &l, &h);
-#pragma omp critical(aesara_bincount_minmax)
-                {
-                    mn = l < mn ? l : mn;
-                    mx = h > mx ? h : mx;
-                }
-            }
-        }
-        *lo = mn;
-        *hi = mx;
-        return;
+    const BC_X_T *BC_RESTRICT x = ctx->x;
+    const npy_intp n = ctx->n, size = ctx->size;
+    npy_intp i = 0;
+    for (; i + BC_PREFETCH_DIST < size; i++) {
+        __builtin_prefetch(cnt + BC_DIRECT_INDEX(i + BC_PREFETCH_DIST), 1);
+        cnt[BC_DIRECT_INDEX(i)]++;
     }
-#endif
-    (void)nt;
-    (void)mn;
-    (void)mx;
-    APPLY_SPECIFIC(bc_minmax)(ctx->x, ctx->size, lo, hi);
+    for (; i < size; i++)
+        cnt[BC_DIRECT_INDEX(i)]++;
 }
 
+/* Widen task: out[b] = cnt[b] for the bins of merge task t. */
+static void APPLY_SPECIFIC(bc_widen_task)(void *arg, int part, npy_intp t)
+{
+    BC_CTX *ctx = (BC_CTX *)arg;
+    const npy_uint32 *cnt = ctx->narrow;
+    const npy_intp b0 = t * BC_MERGE_STEP;
+    const npy_intp b1 = ctx->nbins - b0 < BC_MERGE_STEP ? ctx->nbins : b0 + BC_MERGE_STEP;
+    npy_intp b;
+    (void)part;
+    for (b = b0; b < b1; b++)
+        ctx->out[b] = (BC_ACC_T)cnt[b];
+}
+#endif
+
+/* A new uninitialised 1-D array (see bc_new_zeros), or NULL with an
+ * exception set. */
+static PyArrayObject *APPLY_SPECIFIC(bc_new_empty)(npy_intp nbins)
+{
+    npy_intp dims[1];
+    PyArrayObject *out;
+    PyArray_Descr *descr = PyArray_DescrFromType(TYPENUM_OUTPUT_0);
+    if (descr == NULL)
+        return NULL;
+    if (bc_check_output_size(nbins, (npy_intp)descr->elsize) != 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    dims[0] = nbins;
+    out = (PyArrayObject *)PyArray_Empty(1, dims, descr, 0); /* steals descr */
+    if (out != NULL)
+        bc_advise_huge_pages(PyArray_DATA(out), (size_t)PyArray_NBYTES(out));
+    return out;
+}
+
+/* Direct path of bc_run: count the validated x into a new exact-size output
+ * of nbins bins.  Returns 0, or -1 with an exception set. */
+static int APPLY_SPECIFIC(bc_direct)(BC_CTX *ctx, int nt, npy_intp nbins, int wrap,
+                                     PyArrayObject **res)
+{
+#if !BC_WEIGHTED
+    if (sizeof(BC_ACC_T) > 4 && !ctx->runs && ctx->size <= BC_TASK_MAX && ctx->size >= nbins / 2 &&
+        (size_t)nbins * sizeof(npy_uint32) >= BC_PREFETCH_MIN_BYTES) {
+        ctx->narrow = (npy_uint32 *)bc_calloc((size_t)nbins, sizeof(npy_uint32));
+        if (ctx->narrow != NULL) { /* else: count into the output */
+            APPLY_SPECIFIC(bc_count_narrow)(ctx, ctx->narrow, wrap);
+            *res = APPLY_SPECIFIC(bc_new_empty)(nbins);
+            if (*res == NULL)
+                return -1;
+            ctx->out = (BC_ACC_T *)PyArray_DATA(*res);
+            ctx->nbins = nbins;
+            bc_pool_run(nt, (nbins + BC_MERGE_STEP - 1) / BC_MERGE_STEP,
+                        APPLY_SPECIFIC(bc_widen_task), ctx);
+            return 0;
+        }
+    }
+#else
+    (void)nt;
+#endif
+    *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
+    if (*res == NULL)
+        return -1;
+    APPLY_SPECIFIC(bc_count_direct)(ctx, (BC_ACC_T *)PyArray_DATA(*res), nbins, wrap);
+    return 0;
+}
+
+/* Min/max task: the min and max of task t's slice, into the participant's
+ * slot. */
+static void APPLY_SPECIFIC(bc_minmax_task)(void *arg, int part, npy_intp t)
+{
+    BC_CTX *ctx = (BC_CTX *)arg;
+    const npy_intp a = bc_split(ctx->size, ctx->ntasks, t);
+    const npy_intp e = bc_split(ctx->size, ctx->ntasks, t + 1);
+    BC_X_T l, h;
+    if (e <= a)
+        return;
+    APPLY_SPECIFIC(bc_minmax)(ctx->x + a, e - a, &l, &h);
+    if (!ctx->seen[part] || l < ctx->lo[part])
+        ctx->lo[part] = l;
+    if (!ctx->seen[part] || h > ctx->hi[part])
+        ctx->hi[part] = h;
+    ctx->seen[part] = 1;
+}
+
+/* Min and max of all of x (size > 0), with up to nt threads.  Returns 0, or
+ * -1 when out of memory (no exception set). */
+static int APPLY_SPECIFIC(bc_minmax_all)(BC_CTX *ctx, int nt, BC_X_T *lo, BC_X_T *hi)
+{
+    int p, used;
+    ctx->lo = (BC_X_T *)calloc((size_t)nt, sizeof(BC_X_T));
+    ctx->hi = (BC_X_T *)calloc((size_t)nt, sizeof(BC_X_T));
+    ctx->seen = (char *)calloc((size_t)nt, 1);
+    if (ctx->lo == NULL || ctx->hi == NULL || ctx->seen == NULL)
+        return -1;
+    ctx->ntasks = nt == 1 ? 1 : (ctx->size + 4 * BC_TASK_LEN - 1) / (4 * BC_TASK_LEN);
+    used = bc_pool_run(nt, ctx->ntasks, APPLY_SPECIFIC(bc_minmax_task), ctx);
+    *lo = ctx->x[0];
+    *hi = ctx->x[0];
+    for (p = 0; p < used; p++) {
+        if (!ctx->seen[p])
+            continue;
+        *lo = ctx->lo[p] < *lo ? ctx->lo[p] : *lo;
+        *hi = ctx->hi[p] > *hi ? ctx->hi[p] : *hi;
+    }
+    return 0;
+}
+
+/* Threads for a call over `size` elements. */
 static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
 {
 #ifdef _OPENMP
@@ -565,7 +870,7 @@ static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
     t = omp_get_max_threads();
     if ((npy_intp)t > size / (BC_OMP_MIN_N / 2))
         t = (int)(size / (BC_OMP_MIN_N / 2)); /* at least 50,000 elements a thread */
-    return t < 1 ? 1 : t;
+    return t < 1 ? 1 : t > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : t;
 #else
     (void)size;
     return 1;
@@ -576,9 +881,8 @@ static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
  * no value landed in [n, cap) (the capacity is a power of two >= n). */
 static int APPLY_SPECIFIC(bc_tasks_status)(BC_CTX *ctx)
 {
-    int status = BC_OK;
-    npy_intp t;
-    for (t = 0; t < ctx->ntasks; t++) {
+    int status = BC_OK, t;
+    for (t = 0; t < ctx->nhists; t++) {
         const BC_HIST *h = &ctx->hists[t];
         const int s = h->status;
         if (s == BC_RANGE || (s == BC_BAIL && status != BC_RANGE) ||
@@ -592,47 +896,87 @@ static int APPLY_SPECIFIC(bc_tasks_status)(BC_CTX *ctx)
     return status;
 }
 
+/* Cut x into tasks and histograms for nt threads; 0, or -1 (no memory). */
+static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
+{
+    npy_intp limit;
+    ctx->per_task = BC_ORDERED || ctx->size > BC_TASK_MAX;
+    if (ctx->per_task) {
+        /* Fixed tasks, one histogram each: twice as many tasks as threads, so
+         * that a thread that starts late takes over a smaller share. */
+        ctx->ntasks = (ctx->size + BC_TASK_MAX - 1) / BC_TASK_MAX;
+        if (ctx->ntasks < (nt == 1 ? 1 : 2 * nt))
+            ctx->ntasks = nt == 1 ? 1 : 2 * nt;
+        ctx->nhists = (int)ctx->ntasks;
+    } else {
+        /* Exact sums: small tasks, one histogram per thread. */
+        ctx->ntasks = nt == 1 ? 1 : (ctx->size + BC_TASK_LEN - 1) / BC_TASK_LEN;
+        if (ctx->ntasks < nt)
+            ctx->ntasks = nt;
+        ctx->nhists = nt;
+    }
+    limit = ctx->size / (2 * (npy_intp)ctx->nhists);
+#if !BC_WEIGHTED
+    /* A single histogram of 32-bit counts for an output of 8-byte items may
+     * grow to 2 N bins: its merge is a widening copy, as the direct path's
+     * would be, and it spares the direct path's min/max pass. */
+    if (ctx->nhists == 1 && sizeof(BC_ACC_T) > 4)
+        limit = 2 * ctx->size;
+#endif
+    limit = limit < BC_PRIV_MIN_BINS ? BC_PRIV_MIN_BINS : limit;
+    limit = limit > BC_PRIV_MAX_BINS ? BC_PRIV_MAX_BINS : limit;
+    ctx->limit = limit;
+    ctx->stop = 0;
+    ctx->hists = (BC_HIST *)calloc((size_t)ctx->nhists, sizeof(BC_HIST));
+    return ctx->hists == NULL ? -1 : 0;
+}
+
 /* Run on validated, contiguous inputs; on success *res is a new array. */
 static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
 {
     const int nt = APPLY_SPECIFIC(bc_threads)(ctx->size);
-    int status = BC_OK, rc = -1;
-    npy_intp nbins = ctx->n, limit, t;
+    int count_nt = nt; /* threads that count (all of them may merge) */
+    int status = BC_OK, rc = -1, t;
+    npy_intp nbins = ctx->n;
 
     if (ctx->size == 0) {
         *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
         return *res == NULL ? -1 : 0;
     }
-    ctx->ntasks = (ctx->size + BC_TASK_MAX - 1) / BC_TASK_MAX;
-    if (ctx->ntasks < nt)
-        ctx->ntasks = nt;
-    limit = ctx->size / (2 * ctx->ntasks);
-    limit = limit < BC_PRIV_MIN_BINS ? BC_PRIV_MIN_BINS : limit;
-    limit = limit > BC_PRIV_MAX_BINS ? BC_PRIV_MAX_BINS : limit;
-    ctx->limit = limit;
-    ctx->stop = 0;
-    ctx->hists = (BC_HIST *)calloc((size_t)ctx->ntasks, sizeof(BC_HIST));
-    if (ctx->hists == NULL) {
+    APPLY_SPECIFIC(bc_sample)(ctx);
+#if !BC_WEIGHTED
+    {
+        /* Counts for an 8-byte output that need (the scatter-add form's n, or
+         * the sample says) more bins than threaded histograms may have, but
+         * not more than a single one may: one thread counts, the merge stays
+         * threaded.  Threads would bail out to the direct path, whose min/max
+         * pass costs more than they save (1e6 values into 1e6 int64 bins on
+         * 2 threads: 3.4 ms against 2.7 ms for one thread). */
+        const npy_uint64 need = BC_SCATTER ? (npy_uint64)ctx->n : ctx->top + 1;
+        if (nt > 1 && sizeof(BC_ACC_T) > 4 && ctx->size <= BC_TASK_MAX &&
+            need > (npy_uint64)(ctx->size / (2 * nt)) && need <= (npy_uint64)(2 * ctx->size) &&
+            need <= (npy_uint64)BC_PRIV_MAX_BINS)
+            count_nt = 1;
+    }
+#endif
+    if (APPLY_SPECIFIC(bc_plan)(ctx, count_nt) != 0) {
         PyErr_NoMemory();
         return -1;
     }
 
-    if (BC_SCATTER && ctx->n > limit) {
+    if (BC_SCATTER && ctx->n > ctx->limit) {
         status = BC_BAIL; /* the histogram is too large to privatize */
     } else {
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-#endif
-        for (t = 0; t < ctx->ntasks; t++)
-            APPLY_SPECIFIC(bc_task)(ctx, t);
+        bc_pool_run(count_nt, ctx->ntasks, APPLY_SPECIFIC(bc_task), ctx);
         status = APPLY_SPECIFIC(bc_tasks_status)(ctx);
     }
 
     if (status == BC_BAIL) {
         BC_X_T mn, mx;
         int wrap = 0;
-        APPLY_SPECIFIC(bc_minmax_all)(ctx, nt, &mn, &mx);
-        if (APPLY_SPECIFIC(bc_is_bad)(mn, ctx->n) || APPLY_SPECIFIC(bc_is_bad)(mx, ctx->n)) {
+        if (APPLY_SPECIFIC(bc_minmax_all)(ctx, nt, &mn, &mx) != 0) {
+            status = BC_NOMEM;
+        } else if (APPLY_SPECIFIC(bc_is_bad)(mn, ctx->n) || APPLY_SPECIFIC(bc_is_bad)(mx, ctx->n)) {
             status = BC_RANGE;
         } else {
 #if BC_SCATTER
@@ -641,34 +985,41 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
             if ((npy_intp)mx + 1 > nbins)
                 nbins = (npy_intp)mx + 1;
 #endif
-            *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
-            if (*res != NULL) {
-                APPLY_SPECIFIC(bc_count_direct)(ctx, (BC_ACC_T *)PyArray_DATA(*res), wrap);
-                rc = 0;
-            }
+            rc = APPLY_SPECIFIC(bc_direct)(ctx, nt, nbins, wrap, res);
         }
     } else if (status == BC_OK) {
 #if !BC_SCATTER
-        for (t = 0; t < ctx->ntasks; t++) {
+        for (t = 0; t < ctx->nhists; t++) {
             const npy_intp top = APPLY_SPECIFIC(bc_hist_top)(&ctx->hists[t]);
             if (top + 1 > nbins)
                 nbins = top + 1;
         }
 #endif
-        *res = bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
+        /* One histogram is copied into an output left unzeroed; several are
+         * added into zeros. */
+        *res = ctx->nhists == 1 ? APPLY_SPECIFIC(bc_new_empty)(nbins)
+                                : bc_new_zeros(nbins, TYPENUM_OUTPUT_0);
         if (*res != NULL) {
-            APPLY_SPECIFIC(bc_merge)(ctx, nt, (BC_ACC_T *)PyArray_DATA(*res), nbins);
+            ctx->out = (BC_ACC_T *)PyArray_DATA(*res);
+            ctx->nbins = nbins;
+            bc_pool_run(nbins > BC_MERGE_STEP ? nt : 1, (nbins + BC_MERGE_STEP - 1) / BC_MERGE_STEP,
+                        ctx->nhists == 1 ? APPLY_SPECIFIC(bc_merge_one_task)
+                                         : APPLY_SPECIFIC(bc_merge_task), ctx);
             rc = 0;
         }
-    } else if (status == BC_NOMEM) {
-        PyErr_NoMemory();
     }
+    if (status == BC_NOMEM)
+        PyErr_NoMemory();
     if (status == BC_RANGE)
         APPLY_SPECIFIC(bc_raise_range)(ctx->x, ctx->size, ctx->n);
 
-    for (t = 0; t < ctx->ntasks; t++)
+    for (t = 0; t < ctx->nhists; t++)
         free(ctx->hists[t].bins);
     free(ctx->hists);
+    free(ctx->lo);
+    free(ctx->hi);
+    free(ctx->seen);
+    free(ctx->narrow);
     ctx->hists = NULL;
     return rc;
 }
@@ -732,11 +1083,13 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
 #undef BC_OUT_T
 #undef BC_X_SIGNED
 #undef BC_WEIGHTED
+#undef BC_ORDERED
 #undef BC_ACC_T
 #undef BC_H_T
 #undef BC_INC
 #undef BC_TRACK
 #undef BC_RUN_STEP
+#undef BC_DIRECT_INDEX
 #undef BC_HIST
 #undef BC_CTX
 #undef BC_OK

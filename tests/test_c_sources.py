@@ -50,7 +50,7 @@ def test_cache_version_covers_every_file(monkeypatch):
     op = Bincount()
     base = op.c_code_cache_version()
     assert base == Bincount().c_code_cache_version()
-    assert set(op.c_sources) == {"bincount_common.h", "bincount_cpu.c"}
+    assert set(op.c_sources) == {"bincount_common.h", "bincount_pool.h", "bincount_cpu.c"}
     original = _c_code.read_source
     for name in op.c_sources:
         monkeypatch.setattr(

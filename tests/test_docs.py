@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 STATIC = os.path.join(DOCS, "_static")
 #: The committed CPU benchmark results (the file the plots are drawn from).
-QUICK = os.path.join(ROOT, "benchmarks", "results", "cpu-xeon-2core.json")
+QUICK = os.path.join(ROOT, "benchmarks", "results", "cpu-dev.json")
 
 pytestmark = pytest.mark.docs
 
@@ -125,10 +125,11 @@ def test_plot_script_cpu_only(tmp_path, plot_module):
     out = tmp_path / "static"
     written = plot_module.main([QUICK, "--out", str(out), "--results-dir", str(tmp_path)])
     names = sorted(os.path.basename(p) for p in written)
-    assert names == ["cpu_speedup_vs_bins.png", "cpu_time_vs_n.png", "headline.png", "plots.json"]
+    assert names == ["cpu_busy.png", "cpu_speedup_vs_bins.png", "cpu_targets.png", "cpu_time_vs_n.png",
+                     "headline.png", "plots.json"]
     manifest = json.loads((out / "plots.json").read_text())
     kinds = {e["kind"] for e in manifest["plots"]}
-    assert kinds == {"cpu", "headline"}
+    assert kinds == {"cpu", "cpu-targets", "cpu-busy", "headline"}
     for entry in manifest["plots"]:
         assert (out / entry["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "2026-11-30" in entry["caption"] or entry["kind"] == "headline"

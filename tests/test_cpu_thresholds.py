@@ -1,0 +1,237 @@
+"""The CPU Op at the sizes where its C code changes path (issue 13).
+
+``c_code/bincount_cpu.c`` picks its loop by size: one thread below
+``BC_OMP_MIN_N`` elements; tasks of ``BC_TASK_LEN`` elements; a private
+histogram up to ``N / (2 x histograms)`` bins (at least ``BC_PRIV_MIN_BINS``),
+else the direct path; four interleaved copies while they fit in
+``BC_COPIES_MAX_BYTES`` and the sample shows repeats; prefetches from
+``BC_PREFETCH_MIN_BYTES`` of histogram or output, ``BC_PREFETCH_DIST``
+elements ahead; groups of eight values; an AVX2 loop for weighted sums over
+4- and 8-byte ``x``.  Every test here runs through ``aesara.function`` with
+OpenMP off and on, on both sides of such a threshold, and compares with
+NumPy (``numpy.bincount``, ``np.add.at``) or with the exact error of
+:func:`aesara_bincount.reference_bincount`.
+
+The thresholds are read from the C file, so the tests follow a retuning.
+The histogram count depends on the thread count, so private-limit sizes are
+taken around ``N / 2``, ``N / 4``, ``N / 8`` and ``N / 16``.  These are
+thresholds of the CPU C code; the GPU Op has its own (tests/gpu).
+"""
+import re
+
+import numpy as np
+import pytest
+
+from aesara_bincount import reference_bincount
+from aesara_bincount_core import _c_code
+from backends import CPU, bincount_case, scatter_case
+from expect import assert_same_histogram
+
+
+def _constants():
+    text = _c_code.read_source("bincount_cpu.c")
+    found = {}
+    for name, value in re.findall(r"^#define (BC_[A-Z0-9_]+) (\(?[0-9][0-9 <()]*\)?)", text, re.M):
+        found.setdefault(name, eval(value))  # noqa: S307  (digits, parentheses and << only)
+    return found
+
+
+C = _constants()
+OMP_MIN_N = C["BC_OMP_MIN_N"]
+TASK_LEN = C["BC_TASK_LEN"]
+PRIV_MIN = C["BC_PRIV_MIN_BINS"]
+PRIV_MAX = C["BC_PRIV_MAX_BINS"]
+COPIES_BYTES = C["BC_COPIES_MAX_BYTES"]
+PREFETCH_BYTES = C["BC_PREFETCH_MIN_BYTES"]
+PREFETCH_DIST = C["BC_PREFETCH_DIST"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(params=[False, True], ids=["openmp_off", "openmp_on"])
+def omp(request):
+    return request.param
+
+
+def _values(rng, size, top, kind="uniform"):
+    """``size`` int64 values in [0, top], the last one ``top``."""
+    if size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if kind == "uniform":
+        x = rng.integers(0, top + 1, size=size)
+    elif kind == "skewed":  # one value in three is 0: repeats within three elements
+        x = np.where(rng.random(size) < 0.35, 0, rng.integers(0, top + 1, size=size))
+    elif kind == "equal":
+        x = np.full(size, top)
+    elif kind == "sorted":
+        x = np.sort(rng.integers(0, top + 1, size=size))
+    else:
+        raise ValueError(kind)
+    x[-1] = top
+    return x.astype(np.int64)
+
+
+def _check_bincount(x_dtype, w_dtype, omp, x, rng, minlength=0):
+    case = bincount_case(CPU, x_dtype, w_dtype, omp)
+    x = x.astype(x_dtype)
+    w = None
+    if w_dtype is not None:
+        w = (rng.integers(-3, 4, size=x.size) if w_dtype[0] in "iu" else rng.standard_normal(x.size))
+        w = w.astype(w_dtype)
+    got = case.run(x, w if w is not None else None, minlength)
+    nbins = max(int(x.max()) + 1 if x.size else 0, minlength)
+    assert_same_histogram(got, x, w, nbins, w_dtype or x_dtype,
+                          what=f"{x_dtype} {w_dtype} N={x.size} top={x.max() if x.size else None}")
+
+
+# -- thread count and tasks ----------------------------------------------------
+@pytest.mark.parametrize(
+    "size",
+    [1, 7, 8, 9, PREFETCH_DIST + 7, PREFETCH_DIST + 8, PREFETCH_DIST + 9,
+     OMP_MIN_N - 1, OMP_MIN_N, OMP_MIN_N + 1, 4 * TASK_LEN - 1, 4 * TASK_LEN + 3],
+)
+@pytest.mark.parametrize("w_dtype", [None, "float64"])
+def test_sizes_around_thread_and_group_thresholds(size, w_dtype, omp, rng):
+    for top in (15, 999, 3 * PRIV_MIN):
+        _check_bincount("int64", w_dtype, omp, _values(rng, size, top), rng)
+
+
+# -- private histogram or direct path ----------------------------------------------
+@pytest.mark.parametrize("w_dtype", [None, "float64", "int64"])
+def test_private_limit(w_dtype, omp, rng):
+    size = 2 * OMP_MIN_N
+    tops = sorted({t for d in (2, 4, 8, 16) for t in (size // d - 1, size // d, size // d + 1)})
+    for top in tops:
+        _check_bincount("int64", w_dtype, omp, _values(rng, size, top), rng)
+    # below the limit's floor: always private; just above it: direct
+    for top in (PRIV_MIN - 2, PRIV_MIN - 1, PRIV_MIN):
+        _check_bincount("int64", w_dtype, omp, _values(rng, 1000, top), rng)
+
+
+def test_minlength_beyond_the_private_histograms(omp, rng):
+    x = _values(rng, 3 * OMP_MIN_N, 500)
+    for minlength in (0, 501, PRIV_MIN + 1, 10**6):
+        _check_bincount("int64", "float64", omp, x, rng, minlength=minlength)
+        _check_bincount("int64", None, omp, x, rng, minlength=minlength)
+
+
+# -- copies and prefetching ----------------------------------------------------------
+@pytest.mark.parametrize("x_dtype,w_dtype,itemsize", [
+    ("int64", None, 4),  # counts are 32-bit in the private histograms
+    ("int64", "float64", 8),
+    ("int32", "float32", 4),
+])
+def test_copies_threshold_on_skewed_data(x_dtype, w_dtype, itemsize, omp, rng):
+    cap = COPIES_BYTES // (4 * itemsize)  # largest capacity with four copies
+    for top in (cap // 2 - 1, cap - 1, cap, 2 * cap - 1):
+        for kind in ("skewed", "uniform"):
+            _check_bincount(x_dtype, w_dtype, omp, _values(rng, 3 * OMP_MIN_N, top, kind), rng)
+
+
+@pytest.mark.parametrize("w_dtype,itemsize", [(None, 4), ("float64", 8)])
+def test_prefetch_threshold_of_private_histograms(w_dtype, itemsize, omp, rng):
+    cap = PREFETCH_BYTES // itemsize  # smallest capacity counted with prefetches
+    for top in (cap // 2 - 1, cap // 2, cap - 1):
+        # enough elements that the histogram stays private for up to 4 histograms
+        _check_bincount("int64", w_dtype, omp, _values(rng, 8 * (top + 1), top), rng)
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("int64", "float64"),
+                                             ("int64", "float32")])
+def test_prefetch_thresholds_of_the_direct_path(x_dtype, w_dtype, omp, rng):
+    """Outputs from BC_PREFETCH_MIN_BYTES up are counted with prefetches;
+    counts into 8-byte outputs go through 32-bit counters from
+    BC_PREFETCH_MIN_BYTES of counters and N >= bins / 2 up."""
+    itemsize = np.dtype(w_dtype or x_dtype).itemsize
+    edges = {PREFETCH_BYTES // itemsize}
+    if w_dtype is None and itemsize == 8:
+        edges.add(PREFETCH_BYTES // 4)
+    for nbins in sorted(edges):
+        for top in (nbins - 2, nbins - 1, nbins):
+            # the 32-bit counters are used from N >= bins / 2
+            for size in (PREFETCH_DIST - 1, PREFETCH_DIST + 1, 5 * PRIV_MIN, nbins // 2 - 1, nbins // 2 + 1):
+                _check_bincount(x_dtype, w_dtype, omp, _values(rng, size, top), rng)
+
+
+@pytest.mark.parametrize("out", ["int64", "int32"])
+def test_direct_path_with_32_bit_counters(out, omp, rng):
+    """Counts into 8-byte outputs, on the direct path, go through 32-bit
+    counters when N >= bins / 2: beyond the largest private histogram, and
+    when threads bail out on a value the sample did not see (the sample
+    reads four windows from 0, 1/4, 1/2 and 3/4 of x)."""
+    x_dtype = out  # counts take x's dtype
+    for top in (PRIV_MAX - 1, PRIV_MAX, PRIV_MAX + 1):
+        x = _values(rng, top // 2 + 2, top)
+        _check_bincount(x_dtype, None, omp, x, rng)
+    size = 3 * OMP_MIN_N
+    for far in (PREFETCH_BYTES // 4 - 1, PREFETCH_BYTES // 4 + 1, 2 * size - 1, 2 * size + 1):
+        x = _values(rng, size, 999)
+        x[5 * size // 8] = far
+        _check_bincount(x_dtype, None, omp, x, rng)
+
+
+@pytest.mark.parametrize("kind", ["equal", "sorted", "skewed"])
+@pytest.mark.parametrize("w_dtype", [None, "float64"])
+def test_sampled_loops(kind, w_dtype, omp, rng):
+    for size, top in ((3 * OMP_MIN_N, 300), (3 * OMP_MIN_N, 40 * OMP_MIN_N), (PRIV_MIN, 50)):
+        _check_bincount("int64", w_dtype, omp, _values(rng, size, top, kind), rng)
+
+
+# -- the AVX2 weighted loop and its dtypes -------------------------------------------
+@pytest.mark.parametrize("x_dtype", ["int8", "int16", "uint32", "int32", "int64", "uint64"])
+def test_weighted_loop_for_every_x_dtype(x_dtype, rng):
+    top_of = min(np.iinfo(x_dtype).max, 5000)
+    for size in (9, 1000, 3 * OMP_MIN_N):
+        for top in sorted({min(top_of, t) for t in (63, 64, 1023, 4095, top_of)}):
+            _check_bincount(x_dtype, "float64", False, _values(rng, size, top), rng)
+
+
+@pytest.mark.parametrize("x_dtype", ["int32", "int64", "uint64"])
+def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
+    """A bad value at each position of a group of eight, in the fast loops
+    (the AVX2 weighted loop, the counting loop, the prefetching loop) and in
+    the direct path: the exact error of reference_bincount."""
+    case = bincount_case(CPU, x_dtype, "float64", omp)
+    info = np.iinfo(x_dtype)
+    bad = -5 if info.min < 0 else info.max  # negative, or too large for an array
+    for size in (64, 3 * OMP_MIN_N):
+        for top in (100, 2 * PREFETCH_BYTES):
+            for pos in (0, 1, 7, 8, 9, size // 2 + 3, size - 1):
+                x = _values(rng, size, top).astype(x_dtype)
+                x[pos] = bad
+                w = rng.standard_normal(size)
+                with pytest.raises(ValueError) as expected:
+                    reference_bincount(x, 0, w)
+                with pytest.raises(ValueError) as got:
+                    case.run(x, w, 0)
+                assert str(got.value).startswith(str(expected.value))
+
+
+# -- the scatter-add form ---------------------------------------------------------------
+@pytest.mark.parametrize("out_dtype", ["int64", "float64", "int32"])
+def test_scatter_counts_with_many_bins(out_dtype, omp, rng):
+    """Negative indices wrap in the direct path, with 32-bit counters (8-byte
+    outputs) and without."""
+    case = scatter_case(CPU, "int64", out_dtype, None, omp)
+    for n in (PREFETCH_BYTES // 4 - 1, PREFETCH_BYTES // 4 + 1):
+        idx = rng.integers(-n, n, size=n // 2 + 7)
+        got = case.run(idx, None, n)
+        assert_same_histogram(got, np.where(idx < 0, idx + n, idx), None, n, out_dtype, what=f"n={n}")
+
+
+
+@pytest.mark.parametrize("w_ndim", [None, 1])
+def test_scatter_add_around_the_private_limit(w_ndim, omp, rng):
+    case = scatter_case(CPU, "int64", "float64", w_ndim, omp)
+    size = 2 * OMP_MIN_N
+    for n in sorted({size // d + k for d in (2, 4, 8, 16) for k in (-1, 0, 1)} | {PRIV_MIN, PRIV_MIN + 1}):
+        idx = rng.integers(-n, n, size=size)
+        w = None if w_ndim is None else rng.standard_normal(size)
+        got = case.run(idx, w, n)
+        assert_same_histogram(got, np.where(idx < 0, idx + n, idx), w, n, "float64", what=f"n={n}")
+        idx[size // 3] = n  # one past the end
+        with pytest.raises(IndexError) as expected:
+            reference_bincount(idx, n, w, mode="scatter")
+        with pytest.raises(IndexError) as raised:
+            case.run(idx, w, n)
+        assert str(raised.value).startswith(str(expected.value))
