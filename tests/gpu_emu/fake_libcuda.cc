@@ -107,7 +107,7 @@ bool tables_ready = false;
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
 long long counters[8];                          /* see fake_cuda_counters */
-int fail_call = -1, fail_code = 0;
+int fail_call = -1, fail_code = 0, fail_skip = 0;
 thread_local int current_device = 0;
 
 /* Held synchronizations and host functions. */
@@ -153,6 +153,10 @@ bool injected(int which, CUresult *code)
     std::lock_guard<std::mutex> g(lock);
     if (fail_call != which)
         return false;
+    if (fail_skip > 0) {
+        fail_skip--;
+        return false;
+    }
     fail_call = -1;
     *code = fail_code;
     return true;
@@ -236,6 +240,16 @@ void fake_cuda_fail_next(int which, int code)
     std::lock_guard<std::mutex> g(lock);
     fail_call = which;
     fail_code = code;
+    fail_skip = 0;
+}
+
+/* Test API: as fake_cuda_fail_next, but let `skip` calls of that kind succeed first. */
+void fake_cuda_fail_after(int which, int code, int skip)
+{
+    std::lock_guard<std::mutex> g(lock);
+    fail_call = which;
+    fail_code = code;
+    fail_skip = skip;
 }
 
 /* Test API: the calling thread's current device (its context). */
