@@ -334,3 +334,29 @@ def test_excluding_gpu_bincount_keeps_the_cpu_op():
     names = [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
     assert "ScatterAdd" in names and "GpuScatterAdd" not in names, names
     np.testing.assert_array_equal(f(), expected_rows(np.zeros((5, 2)), np.ones(1), [0, 1]))
+
+
+# -- devices ----------------------------------------------------------------------------
+
+
+@needs_emulation
+def test_two_devices_each_with_its_kernels_and_a_base_on_another_device():
+    """A function per device (each context gets its own kernels in the host
+    code's table); a base on device 1 used from device 0 is refused, unchanged."""
+    cp = cupy()
+    base = np.arange(12, dtype="float64").reshape(4, 3)
+    fs = []
+    for d in range(2):
+        with cp.cuda.Device(d):
+            W = gpu.shared(base.copy(), name=f"W{d}")
+            I = gpu.shared(np.array([0, 3, 3]), name=f"I{d}")
+            fs.append((W, aesara.function([], [], updates={W: at.inc_subtensor(W[I], 1.0)})))
+    expected = expected_rows(base, np.ones(1), [0, 3, 3])
+    for d, (W, f) in enumerate(fs):
+        with cp.cuda.Device(d):
+            f()
+        np.testing.assert_array_equal(W.get_value(), expected)
+    W1, f1 = fs[1]
+    with pytest.raises(ValueError, match="lives on device 1, but the current device is 0"):
+        f1()  # called on device 0
+    np.testing.assert_array_equal(W1.get_value(), expected)
