@@ -646,9 +646,14 @@ BC_ROWS_WORD(long long, bc_u64)
 BC_ROWS_WORD(unsigned long long, bc_u64)
 #undef BC_ROWS_WORD
 /* 8- and 16-bit integers: a compare-and-swap on the aligned 32-bit word that
- * holds the element (device allocations are aligned to far more than 4
- * bytes, so the word lies inside the allocation); the other bytes of the
- * word are written back as they were. */
+ * holds the element (CUDA has no narrower atomics); the other bytes of the
+ * word are written back as they were.  The word starts inside the
+ * allocation (allocations are aligned to 256 bytes), but for the last
+ * elements of an array whose end is not a multiple of 4 bytes it reaches up
+ * to 3 bytes past the array's end: inside CuPy's memory pool, whose blocks
+ * are multiples of 512 bytes, so nothing else is touched; compute-sanitizer's
+ * memcheck, with plain cudaMalloc allocations, would report it as an
+ * out-of-bounds access.  Not yet run under it (no GPU lent). */
 template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
 {
     const bc_u64 addr = reinterpret_cast<bc_u64>(p);
