@@ -47,6 +47,7 @@ from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
 from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount
+from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.semantics import OUT_DTYPES
 
@@ -186,9 +187,9 @@ def local_scatter_add(fgraph, node):
     return [out]
 
 
-@node_rewriter([ScatterAdd], inplace=True)
+@node_rewriter([ScatterAdd, GpuScatterAdd], inplace=True)
 def local_inplace_scatter_add(fgraph, node):
-    """Make ``ScatterAdd`` onto a base add into the base in place.
+    """Make ``ScatterAdd`` (or ``GpuScatterAdd``) onto a base add into the base in place.
 
     Registered at position 60 of ``optdb`` (tags ``fast_run``, ``inplace``,
     ``bincount``, ``cxx_only``), as Aesara's
@@ -198,7 +199,7 @@ def local_inplace_scatter_add(fgraph, node):
     elsewhere).
     """
     op = node.op
-    if not isinstance(op, ScatterAdd) or op.inplace or op.onto != "base":
+    if not isinstance(op, (ScatterAdd, GpuScatterAdd)) or op.inplace or op.onto != "base":
         return False
     new = op.clone_inplace()(*node.inputs)
     copy_stack_trace(node.outputs, new)

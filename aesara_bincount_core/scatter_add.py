@@ -105,19 +105,17 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
 
     The call holds the GIL; it runs on the CPU only.
 
-    A GPU version (``GpuScatterAdd``, to come) shares this interface:
-    ``make_node`` takes its arrays through :attr:`as_array` and builds the
-    output with :attr:`output_type` (GPU ones there; the shape of the
-    zero-filled base stays on the host), and ``infer_shape``,
-    ``connection_pattern`` and ``L_op`` are taken as they are, as
-    ``GpuBincount`` takes ``Bincount``'s.  Its host C code reuses the checks
-    of ``c_code/scatter_add_common.h`` (shapes, broadcasting, the shape of
-    the zero-filled base, the messages) and reports a bad index through a
-    device error flag, checked before any row is written (in place: a
-    checking kernel, then the adding one); its kernel adds hot rows (many
-    equal indices) through shared-memory or warp-level partial sums and wide
-    rows (64 elements or more) with a warp per row, coalesced, with float
-    atomics whose order makes float sums nondeterministic.
+    The GPU version, :class:`~aesara_bincount_core.gpu.scatter_add.GpuScatterAdd`,
+    shares this interface: its ``make_node`` is this one, taking its arrays
+    through :attr:`as_array` and building the output with
+    :attr:`output_type` (GPU ones there; the shape of the zero-filled base
+    stays on the host), and it takes ``infer_shape``,
+    ``connection_pattern`` and ``L_op`` as they are.  Its host C code reuses
+    the checks of ``c_code/scatter_add_common.h`` and reports a bad index
+    through a status that a checking kernel writes, read before the adding
+    kernel is queued; that kernel adds wide rows with a warp per row
+    (coalesced) and runs of equal indices (hot rows) through running sums in
+    registers, with atomics whose order makes float sums nondeterministic.
     """
 
     __props__ = ("onto", "inplace", "openmp")

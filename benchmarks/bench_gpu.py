@@ -12,7 +12,8 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
 ``--table FILE...``
     Merge the JSON files of the runs above into one Markdown table.
 ``--sanitize``
-    A small correctness run, without timing, for ``compute-sanitizer``.
+    A small correctness run, without timing, for ``compute-sanitizer``
+    (bincount and the scatter-add of rows).
 
 Timing: device times with CUDA events around each call (median of
 ``--repeat`` calls after warm-up), candidates side by side in one process;
@@ -243,6 +244,22 @@ def sanitize(args):
         (kernels.bincount_cupy(cp.asarray(np.full(100_000, 7, "uint8"))),
          np.bincount(np.full(100_000, 7)).astype("uint8")),
     ]  # fmt: skip
+    # The scatter-add of rows: wide rows (a warp per row, 2 column tiles), hot
+    # narrow int8 rows (the compare-and-swap on a 32-bit word), in place.
+    from aesara_bincount_core.semantics import reference_scatter_add
+
+    idx = rng.integers(-300, 300, 20_000)
+    g = rng.random((20_000, 150))
+    # 24 bytes: see the note on 8- and 16-bit outputs in bincount_cuda_kernel.cu
+    base8 = rng.integers(-9, 9, (8, 3)).astype("int8")
+    g8 = rng.integers(-9, 9, (30_001, 3)).astype("int8")
+    idx8 = rng.integers(0, 2, 30_001).astype("uint8")
+    checks += [
+        (kernels.scatter_add_cupy(cp.zeros((300, 150)), cp.asarray(g), cp.asarray(idx)),
+         reference_scatter_add(np.zeros((300, 150)), g, idx)),
+        (kernels.scatter_add_cupy(cp.asarray(base8), cp.asarray(g8), cp.asarray(idx8), inplace=True),
+         reference_scatter_add(base8, g8, idx8)),
+    ]  # fmt: skip
     bad = 0
     for i, (got, want) in enumerate(checks):
         same = np.allclose(cp.asnumpy(got), want)
@@ -252,6 +269,11 @@ def sanitize(args):
         kernels.bincount_cupy(cp.asarray(np.array([1, -2, 3], dtype="int16")))
         bad += 1
     except ValueError as exc:
+        print(f"sanitize error case: ok ({exc})")
+    try:
+        kernels.scatter_add_cupy(cp.asarray(base8), cp.asarray(g8[:3]), cp.asarray(np.array([0, 8, 1])))
+        bad += 1
+    except IndexError as exc:
         print(f"sanitize error case: ok ({exc})")
     cp.cuda.get_current_stream().synchronize()
     return 1 if bad else 0

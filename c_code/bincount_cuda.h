@@ -50,6 +50,19 @@ typedef unsigned int bc_u32;
  * exact-size array instead of being returned as a view. */
 #define BC_CUDA_COMPACT_MIN_BYTES 1048576
 
+/* ---- the scatter-add of rows (scatter_add_cuda_launch.h) ---- */
+/* Columns of a row one lane keeps running sums for, per column tile. */
+#define BC_CUDA_ROWS_TILE 4
+/* Fewest increments (elements) a block of the adding kernel is given before
+ * more blocks are launched. */
+#define BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK 16384
+/* Work items (index chunks times column tiles) each warp should get, for
+ * balance between warps. */
+#define BC_CUDA_ROWS_ITEMS_PER_WARP 4
+/* Indices one thread of the checking kernel is given before more blocks are
+ * launched. */
+#define BC_CUDA_ROWS_CHECK_PER_THREAD 16
+
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */
 #define BC_DT_INT16 1   /* i16 */
@@ -105,5 +118,31 @@ typedef struct bc_finish_params {
     bc_u64 dst;   /* OUT * */
     bc_i64 count; /* elements */
 } bc_finish_params;
+
+/*
+ * Parameters of the two kernels of the scatter-add of rows, passed by value:
+ * scatter_rows_check_<idx> (reads idx, n, nrows, idx_stride, status) and
+ * scatter_rows_add_<idx>_<out> (everything else).  out[row * out_row + j]
+ * += inc[i * inc_row + j * inc_elem] for j < row_size, row = idx[i]
+ * (wrapped once when negative).  Every field is 8 bytes except the last two.
+ */
+typedef struct bc_rows_params {
+    bc_u64 out;        /* OUT *: the output (or the base, in place) */
+    bc_u64 inc;        /* const OUT *: the increments */
+    bc_u64 idx;        /* const IDX *: the indices */
+    bc_u64 status;     /* bc_status *: the first bad index (check kernel) */
+    bc_i64 n;          /* indices */
+    bc_i64 nrows;      /* rows of the output */
+    bc_i64 row_size;   /* elements of a row (the product of the other dimensions) */
+    bc_i64 idx_stride; /* stride of idx, in elements */
+    bc_i64 out_row;    /* elements between two rows of out */
+    bc_i64 inc_row;    /* elements between two rows of inc; 0 broadcasts one row */
+    bc_i64 inc_elem;   /* 1, or 0 to broadcast one value along each row */
+    bc_i64 chunk;      /* consecutive indices of one work item */
+    bc_i64 tiles;      /* column tiles of a row: ceil(row_size / (lanes * BC_CUDA_ROWS_TILE)) */
+    bc_i64 items;      /* work items: ceil(n / chunk) * tiles */
+    bc_i32 lanes;      /* lanes of a warp that share one row: min(32, row_size) */
+    bc_i32 reserved;
+} bc_rows_params;
 
 #endif /* AESARA_BINCOUNT_CUDA_H */

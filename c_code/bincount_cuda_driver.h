@@ -104,6 +104,9 @@ typedef struct bc_cuda_api {
 /* A callback of the caller (bc_cuda_host) failed and keeps its own error
  * (a pending Python exception): nothing to render. */
 #define BC_CUDA_E_HOST 13
+/* IndexError BC_MSG_ROW_INDEX (the scatter-add of rows): text = the index as
+ * text, arg = {0, position, rows}. */
+#define BC_CUDA_E_ROW_INDEX 14
 
 #define BC_CUDA_ERROR_TEXT 320
 

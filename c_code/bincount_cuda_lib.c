@@ -4,8 +4,9 @@
  * aesara_bincount_core/cuda/launcher.py builds this file, at run time and
  * once per version (cached on disk), into a small shared library with the
  * system C compiler, and calls it through ctypes: the kernel layer then runs
- * the very launcher the GpuBincount Op compiles into its module
- * (bincount_cuda_launch.h), with no Python, Aesara or CUDA headers needed.
+ * the very launchers the GpuBincount and GpuScatterAdd Ops compile into
+ * their modules (bincount_cuda_launch.h, scatter_add_cuda_launch.h), with no
+ * Python, Aesara or CUDA headers needed.
  *
  * The functions take plain numbers (ctypes passes them without any mirrored
  * struct layout, apart from bc_cuda_error, whose size the loader checks with
@@ -15,6 +16,7 @@
  * Valid C99 and C++ on its own.
  */
 #include "bincount_cuda_launch.h"
+#include "scatter_add_cuda_launch.h"
 
 #if defined(__GNUC__)
 #define BC_LIB_EXPORT __attribute__((visibility("default")))
@@ -159,6 +161,70 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, lon
     k.shared_budget = k_shared_budget;
     bc_cuda_buffer_elements(bins, buffer_itemsize, &padded);
     return bc_cuda_queue_hist(api, &k, &c, buffer, padded, 0, bins, err);
+}
+
+/*
+ * bc_cuda_scatter_rows (scatter_add_cuda_launch.h) with its arguments spelled
+ * out (bc_rows_call, bc_rows_kernels).  Returns 0, or -1 with *err filled.
+ */
+BC_LIB_EXPORT int bc_lib_scatter_rows(
+    bc_CUdeviceptr out, long long out_row, int out_device, bc_CUdeviceptr inc, long long inc_row,
+    long long inc_elem, int inc_device, bc_CUdeviceptr idx_ptr, long long idx_length,
+    long long idx_stride, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
+    long long row_size, int check_only, unsigned long long stream, unsigned long long k_context,
+    unsigned long long k_check, unsigned long long k_add, long long k_resident_blocks,
+    bc_lib_alloc_fn alloc, bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
+{
+    bc_rows_call c;
+    bc_rows_kernels k;
+    bc_cuda_host host;
+    const bc_cuda_api *api;
+    memset(err, 0, sizeof(*err));
+    api = bc_cuda_load(err);
+    if (api == NULL)
+        return -1;
+    memset(&c, 0, sizeof(c));
+    c.out = out;
+    c.out_row = out_row;
+    c.out_device = out_device;
+    c.inc = inc;
+    c.inc_row = inc_row;
+    c.inc_elem = inc_elem;
+    c.inc_device = inc_device;
+    c.idx.ptr = idx_ptr;
+    c.idx.length = idx_length;
+    c.idx.stride = idx_stride;
+    c.idx.ndim = 1;
+    c.idx.device = idx_device;
+    c.idx_signed = idx_signed;
+    c.idx_itemsize = idx_itemsize;
+    c.nrows = nrows;
+    c.row_size = row_size;
+    c.check_only = check_only;
+    c.stream = (bc_CUstream)(size_t)stream;
+    k.context = (bc_CUcontext)(size_t)k_context;
+    k.check = (bc_CUfunction)(size_t)k_check;
+    k.add = (bc_CUfunction)(size_t)k_add;
+    k.resident_blocks = k_resident_blocks;
+    host.ctx = host_ctx;
+    host.alloc = alloc;
+    host.release = release;
+    host.unlock = NULL; /* ctypes already let go of the GIL */
+    host.relock = NULL;
+    return bc_cuda_scatter_rows(api, &c, &k, &host, err);
+}
+
+/* bc_cuda_rows_plan: out = {check blocks, blocks, lanes, chunk, tiles, items}. */
+BC_LIB_EXPORT void bc_lib_rows_plan(long long n, long long row_size, long long resident_blocks,
+                                    long long *out)
+{
+    const bc_rows_plan p = bc_cuda_rows_plan(n, row_size, resident_blocks);
+    out[0] = p.check_blocks;
+    out[1] = p.blocks;
+    out[2] = p.lanes;
+    out[3] = p.chunk;
+    out[4] = p.tiles;
+    out[5] = p.items;
 }
 
 #ifdef __cplusplus

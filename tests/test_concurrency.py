@@ -390,6 +390,10 @@ GIL_GUARDED_GPU_CACHES = {
         "static APPLY_SPECIFIC(bc_gpu_entry) table[BC_GPU_CONTEXTS];",
         "static int oldest = 0;",
     ],
+    "scatter_add_cuda_host.c": [
+        "static bc_rows_kernels table[SA_GPU_CONTEXTS];",
+        "static int oldest = 0;",
+    ],
     # The cupy module and a few of its attributes, imported once.
     "gpuarray_helper.h": ["static PyObject *cupy = NULL;"],
 }

@@ -25,6 +25,8 @@ GPU_C_FILES = [
     "bincount_cuda_lib.c",
     "gpuarray_helper.h",
     "bincount_cuda_host.c",
+    "scatter_add_cuda_launch.h",
+    "scatter_add_cuda_host.c",
 ]
 INCLUDES = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}", f"-I{C_CODE}"]
 CC = shutil.which("gcc")
@@ -64,7 +66,8 @@ def test_launcher_library_needs_no_python_or_cuda_headers(lang, tmp_path):
            os.path.join(C_CODE, "bincount_cuda_lib.c"), "-o", str(out), "-ldl"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    for name in ("bincount_cuda_lib.c", "bincount_cuda_launch.h", "bincount_cuda_driver.h"):
+    for name in ("bincount_cuda_lib.c", "bincount_cuda_launch.h", "scatter_add_cuda_launch.h",
+                 "bincount_cuda_driver.h"):
         text = _c_code.read_source(name)
         assert "Python.h" not in text and "numpy/" not in text and "cuda.h>" not in text, name
 
@@ -79,6 +82,12 @@ def test_the_launch_plan_exists_once():
         assert re.search(r"bc_cuda_bincount\(api, &c, &k, &host, &res, &?err\)", text), name
         assert "LaunchKernel(" not in text and "MemcpyDtoHAsync(" not in text, name
         assert "FIRST_PASS" not in text and "COMPACT_MIN_BYTES" not in text, name
+    rows = _c_code.read_source("scatter_add_cuda_launch.h")
+    assert "bc_cuda_rows_plan" in rows and "LaunchKernel(" in rows
+    assert re.search(r"bc_cuda_scatter_rows\(api, &c, &k, &host, &?err\)", _c_code.read_source("scatter_add_cuda_host.c"))
+    assert "return bc_cuda_scatter_rows(api, &c, &k, &host, err);" in _c_code.read_source("bincount_cuda_lib.c")
+    text = _c_code.read_source("scatter_add_cuda_host.c")
+    assert "LaunchKernel(" not in text and "MemcpyDtoHAsync(" not in text and "ROWS_TILE" not in text
     pkg = os.path.dirname(launcher.__file__)
     for module in os.listdir(pkg):
         if module.endswith(".py"):

@@ -54,7 +54,10 @@ def _kernel_names(x_dtype):
     short = sources.DTYPES[x_dtype][1]
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64"]
-    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
+    rows = [f"scatter_rows_check_{short}"] + [
+        f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
+    ]
+    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes] + rows
 
 
 @pytest.mark.parametrize("cc", ARCHS)
@@ -77,6 +80,7 @@ def test_every_kernel_the_launchers_name_exists(compiled):
                 acc = sources.accumulation(out_dtype, weighted)
                 assert acc.hist_kernel(x_dtype) in names
                 assert acc.finish is None or acc.finish in names
+            assert set(sources.rows_kernels(x_dtype, out_dtype)) <= names
 
 
 def test_no_local_memory_spills(nvrtc_lib):

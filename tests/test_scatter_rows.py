@@ -165,11 +165,11 @@ def test_shared_update_runs_in_place(backend, rank):
     lr = np.float32(0.5)
     f = aesara.function([idx, g], [], updates={W: at.inc_subtensor(W[idx], -lr * g)})
     check_rows_graph(f, onto="base", inplace=True)
-    storage = W.get_value(borrow=True)
+    storage = W.get_value(borrow=True, return_internal_type=True)
     iv = np.array([3, 999, 3, -1000])
     gv = RNG.integers(-4, 4, (4,) + (16,) * (rank - 1)).astype("float32")
     f(iv, gv)
-    assert W.get_value(borrow=True) is storage, "the update made a new array"
+    assert W.get_value(borrow=True, return_internal_type=True) is storage, "the update made a new array"
     assert_same_rows(backend.get(W), Wv, -lr * gv, iv)
 
 
@@ -341,6 +341,10 @@ PATHS = [
 ]
 
 
+@pytest.mark.cpu_only(
+    "the paths of the CPU C code, at sizes that choose them; "
+    "tests/gpu/test_cuda_rows.py drives every path of the GPU host code"
+)
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("form", ["base", "inplace"])
 @pytest.mark.parametrize("n, nrows, rowlen, layout, split", PATHS)

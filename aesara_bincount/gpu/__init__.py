@@ -8,7 +8,9 @@ CuPy:
   also takes NumPy arrays);
 - the conversion of GPU variables to tensors (a ``HostFromGpu`` transfer), so
   they work in any Aesara expression;
-- the GPU rewrite ``local_gpu_bincount`` (tags ``bincount``, ``gpu_bincount``).
+- the GPU rewrites ``local_gpu_bincount`` and ``local_gpu_scatter_add``
+  (:class:`GpuScatterAdd`, the scatter-add of rows) (tags ``bincount``,
+  ``gpu_bincount``).
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
@@ -26,7 +28,8 @@ from aesara_bincount.gpu import rewriting
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
-from aesara_bincount.gpu.rewriting import local_gpu_bincount
+from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add
+from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
 from aesara_bincount_core.gpu.var import (
     GpuArrayConstant,
@@ -65,6 +68,7 @@ __all__ = [
     "GpuFromHost",
     "HostFromGpu",
     "GpuBincount",
+    "GpuScatterAdd",
     "GpuUnavailableError",
     "bincount_cupy",
     "gpu_bincount",
@@ -72,6 +76,7 @@ __all__ = [
     "host_from_gpu",
     "is_available",
     "local_gpu_bincount",
+    "local_gpu_scatter_add",
     "rewriting",
     "register_cupy_arrays",
     "shared",

@@ -9,7 +9,19 @@ call (``GpuFromHost``).  The output type is unchanged, and the host-side
 ``Max`` and transfer of ``x`` lose their last client and disappear.
 ``Assert``\\ s around ``x`` (``assert_nonneg=True``) are kept, on the result.
 
-It is registered once, in ``optdb`` at position 48.5 (after ``specialize``,
+:func:`local_gpu_scatter_add` does the same for the scatter-add of rows:
+``ScatterAdd(HostFromGpu(gbase), y, idx)`` becomes
+``HostFromGpu(GpuScatterAdd(gbase, y', idx'))`` (``onto="base"``: when the
+base lives on the GPU), and ``ScatterAdd(shape, HostFromGpu(gy), idx)``
+becomes ``HostFromGpu(GpuScatterAdd(shape, gy, idx'))`` (``onto="zeros"``:
+when the increments do); the other arrays are used on the GPU in place or
+copied there once per call.  :func:`local_gpu_transfer_round_trip` then
+removes the ``GpuFromHost(HostFromGpu(g))`` that the update of a GPU shared
+variable puts around the result, so that the update stays on the GPU, and
+``local_inplace_scatter_add`` (position 60) makes it add in place.
+
+It is registered once, in ``optdb`` at position 48.5 (the rows rewrite at 48.51,
+the round trip at 48.52) (after ``specialize``,
 where ``local_bincount`` runs, and before the merge at 49 and the in-place
 rewrites; Theano's GPU rewrites sat at the same place), with the tags
 ``fast_run``, ``bincount``, ``gpu_bincount`` and ``cxx_only`` (``GpuBincount`` is a C Op): ``mode.excluding("bincount")``
@@ -20,11 +32,13 @@ from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
 
-from aesara_bincount_core.gpu.transfer import HostFromGpu, gpu_from_host, host_from_gpu
+from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.op import GpuBincount
+from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.op import Bincount
+from aesara_bincount_core.scatter_add import ScatterAdd
 
-__all__ = ["local_gpu_bincount"]
+__all__ = ["local_gpu_bincount", "local_gpu_scatter_add", "local_gpu_transfer_round_trip"]
 
 
 def _gpu_source(v):
@@ -75,4 +89,72 @@ optdb.register(
     "gpu_bincount",
     "cxx_only",
     position=48.5,
+)
+
+
+def _from_gpu(v):
+    """The GPU source of ``v`` when ``v`` is ``HostFromGpu(g)``, else None."""
+    if v.owner is not None and isinstance(v.owner.op, HostFromGpu):
+        return v.owner.inputs[0]
+    return None
+
+
+@node_rewriter([ScatterAdd])
+def local_gpu_scatter_add(fgraph, node):
+    """Replace ``ScatterAdd`` of GPU data by ``HostFromGpu(GpuScatterAdd(...))``.
+
+    ``onto="base"``: when the base is ``HostFromGpu(g)``; ``onto="zeros"``:
+    when the increments are.  The other arrays go to the GPU (``_on_gpu``);
+    the shape of a zero-filled base stays on the host.
+    """
+    op = node.op
+    if type(op) is not ScatterAdd:
+        return False
+    base, increments, idx = node.inputs
+    if op.onto == "base":
+        if _from_gpu(base) is None:
+            return False
+        base = _on_gpu(base)
+    elif _from_gpu(increments) is None:
+        return False
+    old = node.outputs[0]
+    new = GpuScatterAdd(op.onto, inplace=op.inplace)(base, _on_gpu(increments), _on_gpu(idx))
+    out = host_from_gpu(new)
+    if out.type != old.type:
+        out = old.type.filter_variable(out, allow_convert=True)
+    copy_stack_trace(old, out)
+    return [out]
+
+
+@node_rewriter([GpuFromHost])
+def local_gpu_transfer_round_trip(fgraph, node):
+    """``GpuFromHost(HostFromGpu(g))`` is ``g`` (the same values, no copies)."""
+    g = _from_gpu(node.inputs[0])
+    if g is None:
+        return False
+    old = node.outputs[0]
+    out = g if g.type == old.type else old.type.filter_variable(g, allow_convert=True)
+    if out.type != old.type:
+        return False
+    copy_stack_trace(old, out)
+    return [out]
+
+
+optdb.register(
+    "local_gpu_scatter_add",
+    in2out(local_gpu_scatter_add),
+    "fast_run",
+    "bincount",
+    "gpu_bincount",
+    "cxx_only",
+    position=48.51,
+)
+optdb.register(
+    "local_gpu_transfer_round_trip",
+    in2out(local_gpu_transfer_round_trip),
+    "fast_run",
+    "bincount",
+    "gpu_bincount",
+    "cxx_only",
+    position=48.52,
 )

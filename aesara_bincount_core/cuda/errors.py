@@ -31,6 +31,7 @@ _TABLE = {
     "WEIGHTS_BCAST": (ValueError, "BC_MSG_WEIGHTS_BCAST"),
     "NEGATIVE": (ValueError, "BC_MSG_NEGATIVE"),
     "INDEX": (IndexError, "BC_MSG_INDEX"),
+    "ROW_INDEX": (IndexError, "BC_MSG_ROW_INDEX"),
     "TOO_LARGE": (ValueError, "BC_MSG_TOO_LARGE"),
     "NO_MEMORY": (MemoryError, "BC_MSG_NO_MEMORY"),
 }
@@ -62,6 +63,7 @@ def launch_error(code: int, a0: int, a1: int, a2: int, uarg: int, text: str) -> 
         args = {
             "NDIM": (text, a0, a1),
             "INDEX": (text, a1, a2),
+            "ROW_INDEX": (text, a1, a2),
             "TOO_LARGE": (uarg,),
             "MINLENGTH": (a0,),
             "LENGTH": (a0,),

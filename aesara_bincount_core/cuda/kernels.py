@@ -42,10 +42,11 @@ import numpy
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import launcher, modules, nvrtc
 from aesara_bincount_core.cuda.errors import GpuUnavailableError
-from aesara_bincount_core.cuda.sources import accumulation
-from aesara_bincount_core.semantics import INDEX_DTYPES, MODES, OUT_DTYPES
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda.sources import accumulation, rows_kernels
+from aesara_bincount_core.semantics import INDEX_DTYPES, MODES, OUT_DTYPES, shape_text
 
-__all__ = ["bincount_cupy", "histogram_pass", "is_available", "GpuUnavailableError"]
+__all__ = ["bincount_cupy", "scatter_add_cupy", "histogram_pass", "is_available", "GpuUnavailableError"]
 
 
 def _cupy():
@@ -148,6 +149,111 @@ def bincount_cupy(
     acc = accumulation(out_dtype, weights is not None)
     kern = modules.kernels_for(x.dtype.name, acc.hist_kernel(x.dtype.name), acc.finish)
     return launcher.bincount(cp, x, weights, n, mode == "scatter", out_dtype, acc, kern, capacity_hint)
+
+
+def _rows_layout(shape, strides, itemsize):
+    """Whether dimensions 1.. lay each row out C-contiguously (length-1 ones: any stride)."""
+    expected = itemsize
+    for d, s in zip(reversed(shape[1:]), reversed(strides[1:])):
+        if d != 1 and s != expected:
+            return False
+        expected *= d
+    return True
+
+
+def scatter_add_cupy(base, increments, idx, inplace: bool = False):
+    """The scatter-add of rows on the GPU: ``base`` with ``increments`` added at the rows ``idx``.
+
+    The CUDA counterpart of :func:`aesara_bincount.reference_scatter_add`
+    (``out = base.copy(); np.add.at(out, idx, increments)``), with the same
+    results, errors and messages, through the launcher that the
+    ``GpuScatterAdd`` Op runs (``c_code/scatter_add_cuda_launch.h``).
+
+    Parameters
+    ----------
+    base : cupy.ndarray, shape ``(V, *rest)``
+        int8 ... uint64, float32 or float64, any strides.
+    increments : cupy.ndarray
+        Broadcastable, NumPy style, to ``(len(idx), *rest)``; cast to
+        ``base.dtype`` first when of another dtype.
+    idx : cupy.ndarray, shape ``(N,)``, int8 ... uint64, any stride
+        A negative index wraps once.
+    inplace : bool
+        Add into ``base`` itself instead of a C-contiguous copy.
+
+    Returns
+    -------
+    cupy.ndarray, shape ``(V, *rest)``
+        ``base`` itself when ``inplace``.
+
+    Raises
+    ------
+    TypeError
+        An argument that is not a CuPy array, or of an unsupported dtype.
+    IndexError
+        An index outside ``[-V, V)``, naming the first one and its position;
+        nothing is written.
+    ValueError
+        Increments that cannot be broadcast to ``(N, *rest)`` (after any
+        ``IndexError``); ``idx`` not 1-D; inputs on another device.
+    GpuUnavailableError, nvrtc.NvrtcError, driver.CudaDriverError
+        As :func:`bincount_cupy`.
+
+    Notes
+    -----
+    Waits for CuPy's current stream once (for the index check), then queues
+    the adds and returns.  Rows of contiguous elements (any stride between
+    rows) are used as they are; other increments are copied into a
+    C-contiguous array first, and an in-place base with rows that are not
+    contiguous is added into a copy that is copied back.  Float sums are
+    added with atomics in an order that varies between runs.
+    """
+    cp = _cupy()
+    for name, a in (("base", base), ("increments", increments), ("idx", idx)):
+        if not isinstance(a, cp.ndarray):
+            raise TypeError(f"scatter_add_cupy: {name} must be a cupy.ndarray, got {type(a).__name__}")
+    if base.ndim < 1 or base.dtype.name not in OUT_DTYPES:
+        raise TypeError(f"scatter_add_cupy: unsupported base {base.dtype.name}{base.shape}")
+    if idx.dtype.name not in INDEX_DTYPES:
+        raise TypeError(f"scatter_add_cupy: idx must have an integer dtype, got {idx.dtype.name}")
+    if idx.ndim != 1:
+        raise ValueError(_c_code.messages()["BC_MSG_NDIM"] % ("idx", 1, idx.ndim))
+    if increments.dtype != base.dtype:
+        increments = increments.astype(base.dtype)
+    check, add = rows_kernels(idx.dtype.name, base.dtype.name)
+    kern = modules.rows_kernels_for(idx.dtype.name, check, add)
+    target = (idx.shape[0],) + tuple(base.shape[1:])
+    lead = len(target) - increments.ndim
+    fits = lead >= 0 and all(d in (1, t) for d, t in zip(increments.shape, target[lead:]))
+    nrows, row_size = base.shape[0], int(numpy.prod(base.shape[1:], dtype=numpy.int64))
+    if not fits:
+        launcher.scatter_rows(cp, None, 0, increments, 0, 0, idx, nrows, row_size, True, kern)
+        raise ValueError(
+            _c_code.messages()["BC_MSG_ROWS_BCAST"] % (shape_text(increments.shape), shape_text(target))
+        )
+    item = base.itemsize
+    bstrides = [0] * lead + [0 if d == 1 else s for d, s in zip(increments.shape, increments.strides)]
+    if all(s == 0 or t == 1 for s, t in zip(bstrides[1:], target[1:])):
+        inc_elem = 0
+    elif _rows_layout(target, bstrides, item):
+        inc_elem = 1
+    else:
+        copy = cp.empty(target, dtype=base.dtype)
+        copy[...] = increments
+        increments, bstrides, inc_elem = copy, list(copy.strides), 1
+    if inplace:
+        out = base
+        work = base if _rows_layout(base.shape, base.strides, item) else base.copy()
+    else:
+        out = work = base.copy()
+    launcher.scatter_rows(
+        cp, work, work.strides[0] // item if work.shape[0] > 1 else 0,
+        increments, bstrides[0] // item if target[0] > 1 else 0, inc_elem,
+        idx, nrows, row_size, False, kern,
+    )  # fmt: skip
+    if work is not out:
+        out[...] = work
+    return out
 
 
 def histogram_pass(x, bins: int):

@@ -1,8 +1,9 @@
-"""The C launcher, built into a small shared library and called through ctypes.
+"""The C launchers, built into a small shared library and called through ctypes.
 
-Part of the stand-alone kernel layer.  The launch plan and sequence exist
-once, in C (``c_code/bincount_cuda_launch.h``); the GpuBincount Op compiles
-them into its module, and this module builds ``c_code/bincount_cuda_lib.c``
+Part of the stand-alone kernel layer.  The launch plans and sequences exist
+once, in C (``c_code/bincount_cuda_launch.h``, and
+``c_code/scatter_add_cuda_launch.h`` for the scatter-add of rows); the
+GpuBincount and GpuScatterAdd Ops compile them into their modules, and this module builds ``c_code/bincount_cuda_lib.c``
 (which includes them) with the system C compiler, once per version of the
 sources, into the kernel cache folder (:func:`nvrtc.cache_dir`), then loads
 it with ctypes.  Needs a C compiler (``$CC``, else ``cc``, ``gcc`` or
@@ -31,12 +32,23 @@ from aesara_bincount_core.cuda.errors import CODES, GpuUnavailableError, launch_
 from aesara_bincount_core.cuda.modules import Kernels
 from aesara_bincount_core.cuda.sources import DTYPES, Accumulation
 
-__all__ = ["LIBRARY_SOURCES", "compiler", "library", "bincount", "buffer_elements", "hist_pass", "plan"]
+__all__ = [
+    "LIBRARY_SOURCES",
+    "compiler",
+    "library",
+    "bincount",
+    "buffer_elements",
+    "hist_pass",
+    "plan",
+    "scatter_rows",
+    "rows_plan",
+]
 
 #: The library's source and every file it includes (hashed into its name).
 LIBRARY_SOURCES = (
     "bincount_cuda_lib.c",
     "bincount_cuda_launch.h",
+    "scatter_add_cuda_launch.h",
     "bincount_cuda_driver.h",
     "bincount_cuda.h",
 )
@@ -159,6 +171,17 @@ def library() -> ctypes.CDLL:
             lib.bc_lib_hist_pass.argtypes = [
                 _PTR, _LL, _LL, _INT, _INT, _LL, _PTR, _ULL, _ULL, _LL, _LL, ctypes.POINTER(_Error),
             ]  # fmt: skip
+            lib.bc_lib_scatter_rows.restype = ctypes.c_int
+            lib.bc_lib_scatter_rows.argtypes = [
+                _PTR, _LL, _INT,  # out
+                _PTR, _LL, _LL, _INT,  # increments
+                _PTR, _LL, _LL, _INT, _INT, _INT,  # idx
+                _LL, _LL, _INT, _ULL,  # nrows, row_size, check_only, stream
+                _ULL, _ULL, _ULL, _LL,  # kernels
+                _ALLOC, _RELEASE, ctypes.c_void_p, ctypes.POINTER(_Error),
+            ]  # fmt: skip
+            lib.bc_lib_rows_plan.restype = None
+            lib.bc_lib_rows_plan.argtypes = [_LL, _LL, _LL, ctypes.POINTER(_LL)]
             _library = lib
         return _library
 
@@ -288,3 +311,41 @@ def hist_pass(cp, x, bins: int, acc: Accumulation, kernels: Kernels):
 
     run.buffer, run.x = buf, x  # both live as long as the function
     return run
+
+
+def scatter_rows(cp, out, out_row: int, inc, inc_row: int, inc_elem: int, idx, nrows: int,
+                 row_size: int, check_only: bool, kernels) -> None:
+    """Run ``bc_cuda_scatter_rows`` on CuPy arrays; see :func:`kernels.scatter_add_cupy`.
+
+    ``out`` (or None when ``check_only``) and ``inc`` are laid out as the
+    launcher needs (rows of contiguous elements; ``inc_elem`` 0 for one value
+    per row); raises what :func:`errors.launch_error` gives.
+    """
+    lib = library()
+    idx_ptr, length, stride, _, idx_device = _describe(idx)
+    err = _Error()
+    call_id = next(_call_ids)
+    call = _calls[call_id] = _Call(cp)
+    out_ptr, out_device = (out.data.ptr, out.data.device_id) if out is not None else (0, idx_device)
+    try:
+        rc = lib.bc_lib_scatter_rows(
+            out_ptr, out_row, out_device,
+            inc.data.ptr, inc_row, inc_elem, inc.data.device_id,
+            idx_ptr, length, stride, idx_device, int(idx.dtype.kind == "i"), idx.itemsize,
+            nrows, row_size, int(check_only), cp.cuda.get_current_stream().ptr,
+            kernels.context, kernels.check, kernels.add, kernels.resident_blocks,
+            _alloc, _release, call_id, ctypes.byref(err),
+        )  # fmt: skip
+        if rc != 0:
+            if err.code == CODES["HOST"] and call.error is not None:
+                raise call.error
+            _raise(err)
+    finally:
+        del _calls[call_id]
+
+
+def rows_plan(n: int, row_size: int, resident_blocks: int):
+    """``bc_cuda_rows_plan``: ``(check blocks, blocks, lanes, chunk, tiles, items)``."""
+    out = (_LL * 6)()
+    library().bc_lib_rows_plan(n, row_size, resident_blocks, out)
+    return tuple(out)

@@ -15,6 +15,10 @@ registers may allow fewer blocks, so the share is asked of the occupancy
 calculator (``cuOccupancyAvailableDynamicSMemPerBlock``) and checked with
 ``cuOccupancyMaxActiveBlocksPerMultiprocessor``; when the blocks do not fit,
 the plan takes one block per multiprocessor fewer.
+
+The kernels of the scatter-add of rows (``scatter_rows_*``, in the same
+module as the histogram kernels of their index dtype) use no shared memory:
+their resident blocks are what the occupancy calculator grants with none.
 """
 import threading
 from dataclasses import dataclass, field
@@ -24,7 +28,17 @@ from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
 from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module
 
-__all__ = ["DeviceModule", "Kernels", "device_module", "kernels_for", "c_kernel_handles", "shared_budget"]
+__all__ = [
+    "DeviceModule",
+    "Kernels",
+    "RowsKernels",
+    "device_module",
+    "kernels_for",
+    "rows_kernels_for",
+    "c_kernel_handles",
+    "c_rows_kernel_handles",
+    "shared_budget",
+]
 
 
 def shared_budget(optin_per_block: int, per_multiprocessor: int, blocks_per_sm: int) -> int:
@@ -56,6 +70,25 @@ class Kernels:
     resident_blocks: int
     shared_budget: int
     total_memory: int
+
+
+@dataclass(frozen=True)
+class RowsKernels:
+    """The kernels of one scatter-add of rows, in one context (``bc_rows_kernels`` in C).
+
+    Attributes
+    ----------
+    context, check, add : int
+        ``CUcontext`` and the ``CUfunction`` handles of the checking and the
+        adding kernel.
+    resident_blocks : int
+        Blocks of ``add`` that run at once on the device.
+    """
+
+    context: int
+    check: int
+    add: int
+    resident_blocks: int
 
 
 @dataclass
@@ -159,6 +192,9 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         resident, budget = 0, 0
         if name.startswith("bincount_hist_"):
             resident, budget = _size_hist(drv, mod, func)
+        elif name.startswith("scatter_rows_"):
+            per_sm = drv.max_active_blocks(func, THREADS, 0)
+            resident = max(1, per_sm) * mod.multiprocessors
         found = mod.functions[name] = (func, resident, budget)
     return found
 
@@ -197,3 +233,37 @@ def c_kernel_handles(x_dtype: str, hist: str, finish: str) -> Tuple[int, ...]:
     """
     k = kernels_for(x_dtype, hist, finish)
     return (k.context, k.hist, k.finish, k.resident_blocks, k.shared_budget, k.total_memory)
+
+
+def rows_kernels_for(idx_dtype: str, check: str, add: str) -> RowsKernels:
+    """The :class:`RowsKernels` of the current context for one scatter-add of rows.
+
+    Parameters
+    ----------
+    idx_dtype : str
+        dtype of the indices (the module).
+    check, add : str
+        Kernel names (:func:`sources.rows_kernels`).
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+    """
+    mod = device_module(idx_dtype)
+    with _lock:
+        check_func = _function(mod, check)[0]
+        add_func, resident, _ = _function(mod, add)
+    return RowsKernels(mod.context, check_func, add_func, resident)
+
+
+def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ...]:
+    """What the host C code of ``GpuScatterAdd`` needs, for the current context.
+
+    Returns
+    -------
+    tuple of int
+        ``(context, check function, add function, resident blocks)``: the
+        fields of ``bc_rows_kernels``.
+    """
+    k = rows_kernels_for(idx_dtype, check, add)
+    return (k.context, k.check, k.add, k.resident_blocks)

@@ -24,6 +24,7 @@ __all__ = [
     "DTYPES",
     "Accumulation",
     "accumulation",
+    "rows_kernels",
     "header_constants",
     "module_options",
     "compile_module",
@@ -124,6 +125,21 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
     if size == 64:
         return make(inc, "uint64", 8, None)
     return make(inc, "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
+
+
+def rows_kernels(idx_dtype: str, out_dtype: str) -> Tuple[str, str]:
+    """Names of the checking and the adding kernel of the scatter-add of rows.
+
+    Raises
+    ------
+    KeyError
+        An index dtype other than int8 ... uint64 or an output dtype other
+        than int8 ... uint64, float32, float64.
+    """
+    if idx_dtype.startswith("float"):
+        raise KeyError(idx_dtype)
+    i, o = DTYPES[idx_dtype][1], DTYPES[out_dtype][1]
+    return f"scatter_rows_check_{i}", f"scatter_rows_add_{i}_{o}"
 
 
 def module_options(x_dtype: str) -> Tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Aesara's side of the GPU: the GPU array type, its variables, the transfer Ops and :class:`GpuBincount`.
+"""Aesara's side of the GPU: the GPU array type, its variables, the transfer Ops, :class:`GpuBincount` and :class:`GpuScatterAdd`.
 
 These modules import Aesara.  Importing them registers no rewrite (the GPU
 rewrite lives in :mod:`aesara_bincount.gpu`).  Modules, each importing only
@@ -10,7 +10,8 @@ those above it:
 - :mod:`.var`: GPU variables, constants and shared variables, and the
   shared-variable constructor for CuPy arrays (which ``import
   aesara_bincount`` registers with Aesara);
-- :mod:`.op`: :class:`~.op.GpuBincount`.
+- :mod:`.op`: :class:`~.op.GpuBincount`;
+- :mod:`.scatter_add`: :class:`~.scatter_add.GpuScatterAdd` (the scatter-add of rows).
 
 This package imports the first three, so that a GpuArrayType always has its
 variables and transfers, whichever of its modules is imported first.

@@ -263,3 +263,76 @@ def test_a_failed_launch_raises_and_the_next_call_works():
     with pytest.raises(RuntimeError, match="cuLaunchKernel"):
         run(x)
     check(x)
+
+
+# -- the scatter-add of rows (scatter_add_cupy) ------------------------------------------
+
+
+def _rows_reference(base, inc, idx):
+    from aesara_bincount_core.semantics import reference_scatter_add
+
+    return reference_scatter_add(base, inc, idx)
+
+
+@pytest.mark.parametrize(
+    "shape, inc_shape, idx_dtype",
+    [
+        ((6, 5), (40, 5), "int64"),  # narrow rows
+        ((4, 70), (30, 70), "uint16"),  # wide rows: a warp per row
+        ((5, 2, 3), (3,), "int8"),  # one row for all, broadcast
+        ((5, 4), (25, 1), "uint64"),  # one value per row
+        ((7,), (), "int32"),  # 1-D base, a scalar added at every index
+    ],
+)
+@pytest.mark.parametrize("inplace", [False, True])
+def test_scatter_add_cupy_matches_the_reference(shape, inc_shape, idx_dtype, inplace):
+    cp = cupy()
+    rng = np.random.default_rng(len(shape) + len(inc_shape))
+    base = rng.integers(-9, 9, shape).astype("float64")
+    inc = rng.integers(-9, 9, inc_shape).astype("float64")
+    n = inc_shape[0] if len(inc_shape) == len(shape) else 25
+    lo = 0 if idx_dtype.startswith("u") else -shape[0]
+    idx = rng.integers(lo, shape[0], n).astype(idx_dtype)
+    db = cp.asarray(base)
+    got = kernels.scatter_add_cupy(db, cp.asarray(inc), cp.asarray(idx), inplace=inplace)
+    assert (got is db) == inplace
+    np.testing.assert_array_equal(to_host(got), _rows_reference(base, inc, idx))
+
+
+def test_scatter_add_cupy_strided_inputs_and_copied_increments():
+    cp = cupy()
+    rng = np.random.default_rng(3)
+    whole = rng.integers(-9, 9, (6, 8)).astype("float32")
+    inc = rng.integers(-9, 9, (10, 8)).astype("float32")
+    idx = rng.integers(-6, 6, 20)
+    db = cp.asarray(whole)[:, ::2]  # rows not contiguous: a copy, copied back
+    got = kernels.scatter_add_cupy(db, cp.asarray(inc)[:, ::-2], cp.asarray(idx)[::2], inplace=True)
+    assert got is db
+    expected = _rows_reference(whole[:, ::2], inc[:, ::-2], idx[::2])
+    np.testing.assert_array_equal(to_host(db), expected)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_scatter_add_cupy_errors_write_nothing(inplace):
+    cp = cupy()
+    base = np.arange(12, dtype="float64").reshape(4, 3)
+    db = cp.asarray(base)
+    with pytest.raises(IndexError, match="index -5 at position 1 is out of bounds for axis 0 with size 4"):
+        kernels.scatter_add_cupy(db, cp.asarray(np.ones((3, 3))), cp.asarray(np.array([0, -5, 9])), inplace=inplace)
+    with pytest.raises(IndexError, match="index 9 at position 2"):
+        kernels.scatter_add_cupy(db, cp.asarray(np.ones((2, 3))), cp.asarray(np.array([0, 1, 9])), inplace=inplace)
+    with pytest.raises(ValueError, match=r"increments of shape \(2, 3\) cannot be broadcast"):
+        kernels.scatter_add_cupy(db, cp.asarray(np.ones((2, 3))), cp.asarray(np.array([0, 1, 2])), inplace=inplace)
+    np.testing.assert_array_equal(to_host(db), base)
+
+
+def test_rows_plan_keeps_its_promises():
+    from aesara_bincount_core.cuda import launcher, sources
+
+    c = sources.CONSTANTS
+    for n, d, resident in [(1, 1, 1), (10**6, 8, 264), (100, 300, 4), (10**8, 1, 264), (5, 10**6, 8)]:
+        check_blocks, blocks, lanes, chunk, tiles, items = launcher.rows_plan(n, d, resident)
+        assert 1 <= check_blocks <= resident and 1 <= blocks <= resident
+        assert lanes == min(32, d) and chunk >= 32 // lanes
+        assert tiles * lanes * c["ROWS_TILE"] >= d > (tiles - 1) * lanes * c["ROWS_TILE"]
+        assert items == -(-n // chunk) * tiles

@@ -1,6 +1,6 @@
 /*
  * fake_libcuda.cc -- a stand-in for libcuda.so.1 that runs the kernels of
- * c_code/bincount_cuda_kernel.cu on CPU threads (cuda_emu.h), for the
+ * c_code/bincount_cuda_kernel.cu (histograms and rows) on CPU threads (cuda_emu.h), for the
  * test-suite on machines without a GPU.
  *
  * It implements the driver API calls that aesara_bincount makes (through
@@ -63,13 +63,17 @@ constexpr int MAX_DEVICES = 8;
 struct kernel_entry {
     const char *name;
     void *fn;
-    int finish; /* 0: bc_hist_params, 1: bc_finish_params */
+    int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params */
 };
 
 #define H(XN, IN) {"bincount_hist_" #XN "_" #IN, (void *)&bincount_hist_##XN##_##IN, 0},
+#define R(XN, ON) {"scatter_rows_add_" #XN "_" #ON, (void *)&scatter_rows_add_##XN##_##ON, 2},
 #define HX(XN)                                                                                \
     H(XN, c32) H(XN, c64) H(XN, i8) H(XN, i16) H(XN, i32) H(XN, i64) H(XN, u8) H(XN, u16)     \
-        H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64)
+        H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64)                                           \
+            {"scatter_rows_check_" #XN, (void *)&scatter_rows_check_##XN, 2},                 \
+        R(XN, i8) R(XN, i16) R(XN, i32) R(XN, i64) R(XN, u8) R(XN, u16) R(XN, u32)            \
+            R(XN, u64) R(XN, f32) R(XN, f64)
 
 const kernel_entry kernels[] = {
     HX(i8) HX(i16) HX(i32) HX(i64) HX(u8) HX(u16) HX(u32) HX(u64)
@@ -79,6 +83,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
 };
 #undef H
+#undef R
 #undef HX
 constexpr int N_KERNELS = sizeof(kernels) / sizeof(kernels[0]);
 
@@ -102,7 +107,7 @@ bool tables_ready = false;
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
 long long counters[8];                          /* see fake_cuda_counters */
-int fail_call = -1, fail_code = 0;
+int fail_call = -1, fail_code = 0, fail_skip = 0;
 thread_local int current_device = 0;
 
 /* Held synchronizations and host functions. */
@@ -148,6 +153,10 @@ bool injected(int which, CUresult *code)
     std::lock_guard<std::mutex> g(lock);
     if (fail_call != which)
         return false;
+    if (fail_skip > 0) {
+        fail_skip--;
+        return false;
+    }
     fail_call = -1;
     *code = fail_code;
     return true;
@@ -231,6 +240,16 @@ void fake_cuda_fail_next(int which, int code)
     std::lock_guard<std::mutex> g(lock);
     fail_call = which;
     fail_code = code;
+    fail_skip = 0;
+}
+
+/* Test API: as fake_cuda_fail_next, but let `skip` calls of that kind succeed first. */
+void fake_cuda_fail_after(int which, int code, int skip)
+{
+    std::lock_guard<std::mutex> g(lock);
+    fail_call = which;
+    fail_code = code;
+    fail_skip = skip;
 }
 
 /* Test API: the calling thread's current device (its context). */
@@ -460,7 +479,7 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         if ((int)shared > limit)
             return ERR_INVALID_VALUE;
         counters[0]++;
-        if (!k->finish) {
+        if (k->finish == 0) {
             const long long wave = (long long)env_int("FAKE_CUDA_SMS", 2) *
                                    resident_blocks((int)bx, (long long)shared);
             if ((long long)gx > wave)
@@ -468,7 +487,10 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
             counters[7] = shared;
         }
     }
-    if (k->finish)
+    if (k->finish == 2)
+        emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
+                    shared);
+    else if (k->finish)
         emu::launch((void (*)(bc_finish_params))k->fn, *(const bc_finish_params *)params[0], gx, bx,
                     shared);
     else

@@ -1,0 +1,196 @@
+"""The :class:`GpuScatterAdd` Op: the scatter-add of rows on an NVIDIA GPU."""
+from aesara.link.c.op import ExternalCOp
+
+from aesara_bincount_core import _c_code
+from aesara_bincount_core.cuda import kernels, sources
+from aesara_bincount_core.gpu.op import _as_gpu
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
+from aesara_bincount_core.op import Bincount
+from aesara_bincount_core.scatter_add import ScatterAdd
+from aesara_bincount_core.semantics import ONTO, reference_scatter_add
+
+__all__ = ["GpuScatterAdd"]
+
+
+class GpuScatterAdd(ExternalCOp):
+    r"""Add rows of increments into the rows of a base that integer indices name, on the GPU.
+
+    The GPU counterpart of :class:`~aesara_bincount_core.scatter_add.ScatterAdd`
+    (``out = base; out[idx[i]] += increments[i]``, that is
+    ``inc_subtensor(base[idx], increments)`` and ``np.add.at``), with the same
+    forms, dtypes, semantics, errors and messages.  The base, the increments,
+    the indices and the output are GPU arrays (:class:`GpuArrayType`, values
+    ``cupy.ndarray``); the shape of a zero-filled base stays on the host.  The
+    GPU rewrite puts it in place of ``ScatterAdd`` when the base (``onto="base"``)
+    or the increments (``onto="zeros"``) come from the GPU.
+
+    Parameters
+    ----------
+    onto : {"base", "zeros"}
+        As for ``ScatterAdd``.
+    inplace : bool, optional
+        Add into the base array itself (``destroy_map = {0: [0]}``): the
+        update of a GPU shared variable, with no copy of it.  Set by
+        ``local_inplace_scatter_add``.
+
+    Notes
+    -----
+    Inputs of the Apply node, in order: ``base`` (GPU ``(V, *rest)``, any
+    strides; or, ``onto="zeros"``, the host int64 shape), ``increments``
+    (GPU, the output's dtype, broadcast to ``(N, *rest)`` when the function
+    runs), ``idx`` (GPU ``(N,)``, int8 ... uint64, any stride).  Output: GPU
+    ``(V, *rest)``, C-contiguous unless it is the base itself.
+
+    The C implementation (``c_code/scatter_add_cuda_host.c``) runs the one
+    launcher of the rows kernels (``c_code/scatter_add_cuda_launch.h``, which
+    the kernel layer's :func:`~aesara_bincount_core.cuda.kernels.scatter_add_cupy`
+    runs too) on CuPy's current stream: a kernel checks every index, the call
+    waits once for its status (with the GIL released), and only then is the
+    adding kernel queued, so a bad index leaves an in-place base unchanged;
+    the call returns without waiting for the adds.
+
+    Layouts: the kernels need the elements of each row of the output and of
+    the increments C-contiguous (any stride between rows; increments may also
+    be one value per row or one row for every index).  Anything else is
+    copied first: increments into a C-contiguous ``(N, *rest)`` array; an
+    in-place base with non-contiguous rows into a C-contiguous copy, copied
+    back after the indices are checked (the time then follows the size of the
+    base).  The algorithm (a warp per row for rows of 32 elements or more,
+    running sums for runs of equal indices, atomics) is described in
+    ``c_code/bincount_cuda_kernel.cu``.
+
+    Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
+    kept.  Float sums are added with atomics in an order that varies between
+    runs, so float results can differ in the last bits from run to run and
+    from :func:`numpy.add.at` (which adds in index order).
+
+    Errors, when the compiled function runs (the base and every shared
+    variable are left unchanged, the process stays usable): ``IndexError``
+    for an index outside ``[-V, V)``, naming the first one and its position;
+    ``ValueError`` for increments that cannot be broadcast to ``(N, *rest)``
+    (after any ``IndexError``), a negative dimension of the zero-filled base,
+    inputs on another device; ``MemoryError`` when an output or a copy does
+    not fit in device memory (CuPy's ``OutOfMemoryError``).  Without a usable
+    GPU, compiling raises :class:`~aesara_bincount_core.cuda.kernels.GpuUnavailableError`.
+
+    ``perform`` is the reference (:func:`~aesara_bincount_core.semantics.reference_scatter_add`
+    on host copies, copied back; in place, the result is written back into
+    the base), slow and meant for the Python linker only.
+    """
+
+    __props__ = ("onto", "inplace")
+    _cop_num_inputs = 3
+    _cop_num_outputs = 1
+    c_sources = (
+        "bincount_common.h",
+        "scatter_add_common.h",
+        "bincount_cuda.h",
+        "bincount_cuda_driver.h",
+        "bincount_cuda_launch.h",
+        "scatter_add_cuda_launch.h",
+        "gpuarray_helper.h",
+        "scatter_add_cuda_host.c",
+    )
+    #: Not compiled into the Op's module, but its kernels: hashed into the version.
+    kernel_sources = (sources.KERNEL_SOURCE,)
+    #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
+    version = 1
+
+    def __init__(self, onto: str = "base", inplace: bool = False):
+        name = type(self).__name__
+        if onto not in ONTO:
+            raise ValueError(f"{name}: unknown onto {onto!r}; expected one of {ONTO}")
+        if inplace and onto != "base":
+            raise ValueError(f"{name}: only onto='base' can be in place")
+        self.onto = onto
+        self.inplace = bool(inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
+        ExternalCOp.__init__(
+            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(gpu_scatter_add)"
+        )
+
+    def clone_inplace(self) -> "GpuScatterAdd":
+        """The same Op, adding into its base in place."""
+        return type(self)(onto=self.onto, inplace=True)
+
+    # The plain-C-file pattern of Bincount (no #section markers).
+    load_c_code = Bincount.load_c_code
+    __getstate__ = Bincount.__getstate__
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
+        self.load_c_code(self.func_files)
+
+    def c_headers(self, **kwargs):
+        return [f for f in self.c_sources if f.endswith(".h")]
+
+    def c_header_dirs(self, **kwargs):
+        return [_c_code.c_code_dir()]
+
+    def c_libraries(self, **kwargs):
+        return ["dl"]
+
+    def get_c_macros(self, node, name, check_input=None):
+        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
+        idx_dtype = node.inputs[2].type.dtype
+        check, add = sources.rows_kernels(idx_dtype, node.outputs[0].type.dtype)
+        flags = {
+            "SA_ONTO_ZEROS": int(self.onto == "zeros"),
+            "SA_INPLACE": int(self.inplace),
+            "SA_IDX_SIGNED": int(idx_dtype.startswith("int")),
+            "SA_IDX_DTYPE_NAME": f'"{idx_dtype}"',
+            "SA_OUT_DTYPE_NAME": f'"{node.outputs[0].type.dtype}"',
+            "SA_CHECK_KERNEL": f'"{check}"',
+            "SA_ADD_KERNEL": f'"{add}"',
+        }
+        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
+        undef += "".join(f"\n#undef {k}" for k in flags)
+        return define, undef
+
+    def c_code_cache_version(self):
+        return (self.version, _c_code.sources_hash(self.c_sources + self.kernel_sources))
+
+    # -- graph -------------------------------------------------------------
+    # ScatterAdd's make_node, with GPU arrays (a tensor is transferred) and a
+    # GPU output; the shape of a zero-filled base stays on the host.
+    as_array = staticmethod(_as_gpu)
+    output_type = GpuArrayType
+    make_node = ScatterAdd.make_node
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        ok, why = kernels.is_available()
+        if not ok:
+            raise kernels.GpuUnavailableError(
+                f"GpuScatterAdd cannot run here: {why}. Compile with "
+                "mode.excluding('gpu_bincount') to add on the CPU instead."
+            )
+
+    def perform(self, node, inputs, output_storage, params=None):
+        # The reference, on host copies (see the class docstring).
+        cp = cupy_module()
+        base, increments, idx = inputs
+        host_base = base if self.onto == "zeros" else cp.asnumpy(base)
+        out = reference_scatter_add(
+            host_base, cp.asnumpy(increments), cp.asnumpy(idx), onto=self.onto
+        )
+        if self.inplace:
+            base[...] = cp.asarray(out)
+            output_storage[0][0] = base
+        else:
+            output_storage[0][0] = cp.asarray(out)
+
+    def do_constant_folding(self, fgraph, node):
+        return False  # GPU values are not folded into the graph
+
+    infer_shape = ScatterAdd.infer_shape
+    connection_pattern = ScatterAdd.connection_pattern
+
+    def L_op(self, inputs, outputs, output_grads):
+        # ScatterAdd's gradient, computed on the host; GPU inputs get theirs back.
+        grads = ScatterAdd.L_op(self, inputs, outputs, output_grads)
+        for k in (0, 1):
+            if isinstance(inputs[k].type, GpuArrayType) and not isinstance(grads[k].type, GpuArrayType):
+                grads[k] = _as_gpu(grads[k])
+        return grads

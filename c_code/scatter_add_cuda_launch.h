@@ -1,0 +1,245 @@
+/*
+ * scatter_add_cuda_launch.h -- the launcher of the scatter-add of rows on the
+ * GPU (the kernels scatter_rows_* of bincount_cuda_kernel.cu): the one
+ * implementation of its launch plan and sequence, used by the GpuScatterAdd
+ * Op (scatter_add_cuda_host.c, compiled into the Op's module by Aesara) and
+ * by the stand-alone kernel layer (bincount_cuda_lib.c, loaded with ctypes
+ * by aesara_bincount_core/cuda/launcher.py).
+ *
+ * Plain C99 and C++, no Python: it stands on bincount_cuda_driver.h (the
+ * driver table, bc_cuda_error, bc_cuda_host, bc_cuda_read_back) as the
+ * bincount launcher does, and takes two helpers of that launcher.  The caller has already resolved the shapes: the
+ * output (a zero-filled array, a copy of the base, or the base itself when
+ * in place) and the increments, broadcast to (N, *rest), are described by a
+ * row stride and, within a row, contiguous elements (inc_elem 1) or one
+ * value repeated (inc_elem 0); the caller copies anything else into that
+ * layout first.  The shape checks and their messages are the caller's
+ * (scatter_add_common.h for the Op).
+ *
+ * How a call runs:
+ *
+ *   0. Checks: idx is 1-D, every array lives on the current device, the
+ *      kernels were loaded in the current context.  No index: nothing to do.
+ *   1. The checking kernel (scatter_rows_check_<idx>) finds the first index
+ *      outside [-nrows, nrows) and writes its position to a zero-filled
+ *      bc_status.
+ *   2. The status comes back in one device-to-host copy, the only wait of a
+ *      call (bc_cuda_read_back; the Op lets other Python threads run
+ *      meanwhile).  A bad index is read back too (a second small copy, on
+ *      the error path only) and raises IndexError: nothing has been written,
+ *      so a base updated in place keeps its value.
+ *   3. Unless the caller asked for the check only (increments that do not
+ *      broadcast: the Op raises their ValueError after the IndexError, as
+ *      the CPU Op does) or there is nothing to add (D == 0), the adding
+ *      kernel (scatter_rows_add_<idx>_<out>) is queued; the call returns
+ *      without waiting for it.
+ *
+ * Launch geometry of the adding kernel (bc_cuda_rows_plan): min(resident
+ * blocks, N * D / BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK) blocks (at least one) of
+ * BC_CUDA_THREADS threads; lanes = min(32, D) lanes share a row; a column
+ * tile is lanes * BC_CUDA_ROWS_TILE columns; indices are cut into chunks so
+ * that every warp gets about BC_CUDA_ROWS_ITEMS_PER_WARP items (a chunk
+ * times a tile), each chunk at least one warp step (32 / lanes indices).
+ * The checking kernel gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
+ * blocks, at most the resident ones.
+ */
+#ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
+#define AESARA_SCATTER_ADD_CUDA_LAUNCH_H
+
+#include "bincount_cuda.h"
+#include "bincount_cuda_driver.h"
+#include "bincount_cuda_launch.h" /* bc_ceil_div, bc_cuda_alloc */
+
+/* The kernels of one dtype of idx and one output dtype in the current
+ * context (aesara_bincount_core/cuda/modules.py loads and sizes them). */
+typedef struct bc_rows_kernels {
+    bc_CUcontext context;
+    bc_CUfunction check;       /* scatter_rows_check_<idx> */
+    bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> */
+    long long resident_blocks; /* blocks of add that run at once on the device */
+} bc_rows_kernels;
+
+/* One scatter-add of rows. */
+typedef struct bc_rows_call {
+    bc_CUdeviceptr out; /* the output's row 0 */
+    long long out_row;  /* elements between its rows */
+    int out_device;
+    bc_CUdeviceptr inc; /* the increments' row 0 */
+    long long inc_row;  /* elements between their rows (0: one row for every index) */
+    long long inc_elem; /* 1: contiguous rows; 0: one value per row */
+    int inc_device;
+    bc_cuda_array idx;  /* (N,), any stride */
+    int idx_signed;
+    int idx_itemsize;
+    long long nrows;    /* V */
+    long long row_size; /* D */
+    int check_only;     /* 1: check the indices, add nothing */
+    bc_CUstream stream;
+} bc_rows_call;
+
+/* Geometry of the two launches. */
+typedef struct bc_rows_plan {
+    long long check_blocks;
+    long long blocks;
+    int lanes;
+    long long chunk;
+    long long tiles;
+    long long items;
+} bc_rows_plan;
+
+/* The plan for n > 0 indices of rows of row_size > 0 elements. */
+static bc_rows_plan bc_cuda_rows_plan(long long n, long long row_size, long long resident_blocks)
+{
+    bc_rows_plan plan;
+    long long warps, group, chunks, total;
+    if (resident_blocks < 1)
+        resident_blocks = 1;
+    plan.check_blocks = bc_ceil_div(n, (long long)BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD);
+    if (plan.check_blocks > resident_blocks)
+        plan.check_blocks = resident_blocks;
+    total = n > (1LL << 62) / row_size ? (1LL << 62) : n * row_size;
+    plan.blocks = bc_ceil_div(total, BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK);
+    if (plan.blocks > resident_blocks)
+        plan.blocks = resident_blocks;
+    if (plan.blocks < 1)
+        plan.blocks = 1;
+    plan.lanes = row_size < 32 ? (int)row_size : 32;
+    group = 32 / plan.lanes;
+    plan.tiles = bc_ceil_div(row_size, (long long)plan.lanes * BC_CUDA_ROWS_TILE);
+    warps = plan.blocks * (BC_CUDA_THREADS / 32);
+    /* chunks * tiles ~ warps * ITEMS_PER_WARP, a chunk of at least one step */
+    chunks = bc_ceil_div(warps * BC_CUDA_ROWS_ITEMS_PER_WARP, plan.tiles);
+    plan.chunk = bc_ceil_div(n, chunks);
+    if (plan.chunk < group)
+        plan.chunk = group;
+    plan.items = bc_ceil_div(n, plan.chunk) * plan.tiles;
+    return plan;
+}
+
+/* Step 0. */
+static int bc_cuda_rows_check_call(const bc_cuda_api *api, const bc_rows_call *c,
+                                   const bc_rows_kernels *k, bc_cuda_error *err)
+{
+    bc_CUcontext ctx = NULL;
+    bc_CUdevice dev = 0;
+    if (c->idx.ndim != 1)
+        return bc_cuda_fail_text(err, BC_CUDA_E_NDIM, "idx", 1, c->idx.ndim, 0);
+    if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", err) != 0 ||
+        bc_cuda_check(api, api->CtxGetDevice(&dev), "cuCtxGetDevice", err) != 0)
+        return -1;
+    if (c->idx.device != dev)
+        return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "idx", c->idx.device, dev, 0);
+    if (c->out_device != dev)
+        return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the base", c->out_device, dev, 0);
+    if (c->inc_device != dev)
+        return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the increments", c->inc_device, dev, 0);
+    if (ctx == NULL || ctx != k->context) {
+        snprintf(err->text, sizeof(err->text),
+                 "the kernels were loaded in CUDA context %p, but the current context is %p",
+                 k->context, ctx);
+        return bc_cuda_fail(err, BC_CUDA_E_DRIVER, 201 /* CUDA_ERROR_INVALID_CONTEXT */, 0, 0);
+    }
+    return 0;
+}
+
+/* The IndexError of the bad index at `pos` (step 2): its value is read back. */
+static int bc_cuda_rows_bad_index(const bc_cuda_api *api, const bc_cuda_host *host,
+                                  const bc_rows_call *c, long long pos, bc_cuda_error *err)
+{
+    unsigned char bytes[8];
+    unsigned long long u = 0;
+    int b;
+    memset(bytes, 0, sizeof(bytes));
+    if (bc_cuda_read_back(api, host, c->stream,
+                          c->idx.ptr + (bc_CUdeviceptr)(pos * c->idx.stride * c->idx_itemsize),
+                          bytes, (size_t)c->idx_itemsize, err) != 0)
+        return -1;
+    for (b = c->idx_itemsize - 1; b >= 0; b--) /* little-endian */
+        u = (u << 8) | bytes[b];
+    if (c->idx_signed) {
+        const int shift = 64 - 8 * c->idx_itemsize;
+        const long long s = shift ? (long long)(u << shift) >> shift : (long long)u;
+        snprintf(err->text, sizeof(err->text), "%lld", s);
+    } else {
+        snprintf(err->text, sizeof(err->text), "%llu", u);
+    }
+    return bc_cuda_fail(err, BC_CUDA_E_ROW_INDEX, 0, pos, c->nrows);
+}
+
+/* bc_rows_params of a call and its plan. */
+static bc_rows_params bc_cuda_rows_params(const bc_rows_call *c, const bc_rows_plan *plan,
+                                          bc_CUdeviceptr status)
+{
+    bc_rows_params p;
+    memset(&p, 0, sizeof(p));
+    p.out = c->out;
+    p.inc = c->inc;
+    p.idx = c->idx.ptr;
+    p.status = status;
+    p.n = c->idx.length;
+    p.nrows = c->nrows;
+    p.row_size = c->row_size;
+    p.idx_stride = c->idx.stride;
+    p.out_row = c->out_row;
+    p.inc_row = c->inc_row;
+    p.inc_elem = c->inc_elem;
+    p.chunk = plan->chunk;
+    p.tiles = plan->tiles;
+    p.items = plan->items;
+    p.lanes = plan->lanes;
+    return p;
+}
+
+/*
+ * The whole call (steps 0-3).  Returns 0, or -1 with *err filled; either way
+ * no buffer of the call is left allocated, and on failure nothing has been
+ * written to the output.
+ */
+static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
+                                const bc_rows_kernels *k, const bc_cuda_host *host,
+                                bc_cuda_error *err)
+{
+    bc_rows_plan plan;
+    bc_rows_params p;
+    bc_status status;
+    bc_CUdeviceptr status_ptr = 0;
+    void *args[1];
+    void *buf;
+    int rc;
+
+    if (bc_cuda_rows_check_call(api, c, k, err) != 0)
+        return -1;
+    if (c->idx.length == 0)
+        return 0;
+    plan = bc_cuda_rows_plan(c->idx.length, c->row_size > 0 ? c->row_size : 1, k->resident_blocks);
+
+    /* 1-2. Check every index; the one wait. */
+    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 1, &status_ptr,
+                        BC_CUDA_STATUS_BYTES / 8, 8, err);
+    if (buf == NULL)
+        return -1;
+    p = bc_cuda_rows_params(c, &plan, status_ptr);
+    args[0] = &p;
+    rc = bc_cuda_check(api,
+                       api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
+                                         BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
+                       "cuLaunchKernel(index check)", err);
+    if (rc == 0)
+        rc = bc_cuda_read_back(api, host, c->stream, status_ptr, &status, sizeof(status), err);
+    host->release(host->ctx, buf); /* the read-back waited for everything that uses it */
+    if (rc != 0)
+        return -1;
+    if (status.bad_pos_inv != 0)
+        return bc_cuda_rows_bad_index(api, host, c, (long long)~status.bad_pos_inv, err);
+
+    /* 3. Add. */
+    if (c->check_only || c->row_size == 0 || c->nrows == 0)
+        return 0;
+    p.status = 0;
+    return bc_cuda_check(api,
+                         api->LaunchKernel(k->add, (unsigned)plan.blocks, 1, 1, BC_CUDA_THREADS,
+                                           1, 1, 0, c->stream, args, NULL),
+                         "cuLaunchKernel(scatter-add of rows)", err);
+}
+
+#endif /* AESARA_SCATTER_ADD_CUDA_LAUNCH_H */
