@@ -9,6 +9,7 @@ zeros or any base: the gradient of ``W[idx]``, sparse updates of ``W``) to
 the C :class:`ScatterAdd` Op.  ``mode.excluding("bincount")`` switches the
 rewrites off.
 """
+from aesara_bincount._folding import decline_empty_reduction_folding
 from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
@@ -29,6 +30,9 @@ __version__ = "0.1.0"
 
 # GNU OpenMP hangs in a child forked after a parallel region ran: see _openmp.py.
 register_fork_handler()
+
+# No constant_folding tracebacks for the max of an empty constant x: see _folding.py.
+decline_empty_reduction_folding()
 
 __all__ = [
     "Bincount",

@@ -134,10 +134,11 @@ static void *bc_calloc(size_t count, size_t size)
 }
 
 /*
- * A new zero-filled 1-D array of `nbins` items of numpy type `typenum`, or
- * NULL with an exception set (MemoryError when it cannot be allocated).
+ * A new 1-D array of `nbins` items of numpy type `typenum`, zero-filled when
+ * `zero` is non-zero and uninitialised otherwise, or NULL with an exception
+ * set (MemoryError when it cannot be allocated).
  */
-static PyArrayObject *bc_new_zeros(npy_intp nbins, int typenum)
+static PyArrayObject *bc_new_array(npy_intp nbins, int typenum, int zero)
 {
     npy_intp dims[1];
     PyArrayObject *out;
@@ -149,11 +150,18 @@ static PyArrayObject *bc_new_zeros(npy_intp nbins, int typenum)
         return NULL;
     }
     dims[0] = nbins;
-    /* PyArray_Zeros steals the reference to descr. */
-    out = (PyArrayObject *)PyArray_Zeros(1, dims, descr, 0);
+    /* PyArray_Zeros and PyArray_Empty steal the reference to descr. */
+    out = (PyArrayObject *)(zero ? PyArray_Zeros(1, dims, descr, 0)
+                                 : PyArray_Empty(1, dims, descr, 0));
     if (out != NULL)
         bc_advise_huge_pages(PyArray_DATA(out), (size_t)PyArray_NBYTES(out));
     return out;
+}
+
+/* A new zero-filled 1-D array (see bc_new_array). */
+static PyArrayObject *bc_new_zeros(npy_intp nbins, int typenum)
+{
+    return bc_new_array(nbins, typenum, 1);
 }
 
 /* Check that `a` has `ndim` dimensions; `what` names it in the message. */

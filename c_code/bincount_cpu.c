@@ -768,24 +768,10 @@ static void APPLY_SPECIFIC(bc_widen_task)(void *arg, int part, npy_intp t)
 }
 #endif
 
-/* A new uninitialised 1-D array (see bc_new_zeros), or NULL with an
- * exception set. */
+/* A new uninitialised 1-D array of the output's type (see bc_new_array). */
 static PyArrayObject *APPLY_SPECIFIC(bc_new_empty)(npy_intp nbins)
 {
-    npy_intp dims[1];
-    PyArrayObject *out;
-    PyArray_Descr *descr = PyArray_DescrFromType(TYPENUM_OUTPUT_0);
-    if (descr == NULL)
-        return NULL;
-    if (bc_check_output_size(nbins, (npy_intp)descr->elsize) != 0) {
-        Py_DECREF(descr);
-        return NULL;
-    }
-    dims[0] = nbins;
-    out = (PyArrayObject *)PyArray_Empty(1, dims, descr, 0); /* steals descr */
-    if (out != NULL)
-        bc_advise_huge_pages(PyArray_DATA(out), (size_t)PyArray_NBYTES(out));
-    return out;
+    return bc_new_array(nbins, TYPENUM_OUTPUT_0, 0);
 }
 
 /* Direct path of bc_run: count the validated x into a new exact-size output

@@ -241,14 +241,29 @@ def test_constant_negative_x_raises_when_called(backend, caplog, form):
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_constant_empty_x_compiles_without_rewrite_failures(backend, caplog, form):
-    # Building the graph logs Aesara's own constant_folding failures (its
-    # zeros(max(x) + 1) tries to fold max of the empty constant), with or
-    # without this package; compiling and calling must add none.
-    with caplog.at_level(logging.CRITICAL):
+def test_constant_empty_x_logs_no_rewrite_failures(backend, caplog, form):
+    # Aesara's zeros(max(x) + 1) tries to fold max of the empty constant while
+    # the graph is built; the package makes that fold decline (_folding.py),
+    # so neither building nor compiling logs a constant_folding failure.
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
         out = build(form, constant(backend, np.array([], dtype="int64")), minlength=3)
+    assert not rewrite_failures(caplog)
     fn = compile_quietly(caplog, out)
     got = backend.to_numpy(fn())
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.zeros(3, dtype=np.int64))
+
+
+@pytest.mark.cpu_only("Aesara's own reductions: no bincount, no GPU Op in the graph")
+@pytest.mark.parametrize("reduce", [at.max, at.min, at.argmax, at.argmin])
+def test_max_of_an_empty_constant_still_raises_when_called(backend, caplog, reduce):
+    # The declined fold leaves the node in the graph: the call raises what
+    # the fold would have, and nothing is logged.
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        fn = aesara.function([], reduce(at.as_tensor(np.array([], dtype="int64"))))
+    assert not rewrite_failures(caplog)
+    with pytest.raises(ValueError):
+        fn()
 
