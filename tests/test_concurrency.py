@@ -348,7 +348,8 @@ def _static_data(text: str):
     (outside any braces), and ``static`` locals of functions."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"^\s*#.*(?:\\\n.*)*$", "", text, flags=re.M)  # preprocessor lines
+    # preprocessor lines, with their continuation lines
+    text = re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*$", "", text, flags=re.M)
     found = [
         " ".join(m.split())
         for m in re.findall(r"\bstatic\s+(?:APPLY_SPECIFIC\(\w+\)\s*)?[^;{}()]*;", text)
@@ -418,3 +419,7 @@ def test_c_sources_hold_no_mutable_static_data():
         "typedef struct { int a; } T;\nstatic int calls = 0;\n"
         "int f(void) { static int n; return n; }\nstatic T t = {1};"
     ) == ["static int calls = 0;", "static int n;", "static T t = ;"]
+    # A macro of several lines is not file-scope code, whatever it holds.
+    assert _static_data("#define LOOP(X) \\\n    for (i = 0; i < n; i++) { \\\n        X; \\\n    }\nstatic int s;") == [
+        "static int s;"
+    ]
