@@ -57,6 +57,7 @@
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
 #include "gpuarray_helper.h"
+#include "cuda_host_cupy.h"
 
 #ifdef DTYPE_INPUT_2
 #define BC_WEIGHTED 1
@@ -86,29 +87,6 @@ static APPLY_SPECIFIC(bc_gpu_entry) *APPLY_SPECIFIC(bc_gpu_table)(int *next)
     return table;
 }
 
-/* Raise the exception a launch error stands for.  BC_CUDA_E_HOST: it is
- * already set. */
-static int APPLY_SPECIFIC(bc_gpu_raise)(const bc_cuda_error *err)
-{
-    PyObject *module, *exc;
-    if (err->code == BC_CUDA_E_HOST) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "GpuBincount: a CuPy call failed");
-        return -1;
-    }
-    module = PyImport_ImportModule("aesara_bincount_core.cuda.errors");
-    if (module == NULL)
-        return -1;
-    exc = PyObject_CallMethod(module, "launch_error", "iLLLKs", err->code, err->arg[0],
-                              err->arg[1], err->arg[2], err->uarg, err->text);
-    Py_DECREF(module);
-    if (exc == NULL)
-        return -1;
-    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_DECREF(exc);
-    return -1;
-}
-
 /*
  * This call's copy of the kernels of the current context (asked of the
  * Python kernel layer the first time, which also makes a context current if
@@ -125,7 +103,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
-        return APPLY_SPECIFIC(bc_gpu_raise)(&err);
+        return bc_host_raise(&err, "GpuBincount");
     for (i = 0; ctx != NULL && i < BC_GPU_CONTEXTS; i++) {
         if (table[i].kernels.context == ctx) {
             *k = table[i].kernels;
@@ -181,57 +159,6 @@ static void APPLY_SPECIFIC(bc_gpu_remember)(bc_CUcontext ctx, long long length)
     }
 }
 
-/* ---- bc_cuda_host through CuPy and the GIL ---- */
-
-static int APPLY_SPECIFIC(bc_gpu_typenum)(int dtype)
-{
-    static const int typenums[] = {NPY_INT8,   NPY_INT16,  NPY_INT32,  NPY_INT64,   NPY_UINT8,
-                                   NPY_UINT16, NPY_UINT32, NPY_UINT64, NPY_FLOAT32, NPY_FLOAT64};
-    return typenums[dtype];
-}
-
-static void *APPLY_SPECIFIC(bc_gpu_alloc)(void *ctx, int dtype, long long count, int zero,
-                                          bc_CUdeviceptr *ptr, int *out_of_memory)
-{
-    PyArray_Descr *descr = PyArray_DescrFromType(APPLY_SPECIFIC(bc_gpu_typenum)(dtype));
-    PyObject *a;
-    (void)ctx;
-    if (descr == NULL)
-        return NULL;
-    a = bc_cupy_new(count, (PyObject *)descr, zero);
-    Py_DECREF(descr);
-    if (a == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
-            PyErr_Clear();
-            *out_of_memory = 1;
-        }
-        return NULL;
-    }
-    if (bc_gpuarray_ptr(a, ptr) != 0) {
-        Py_DECREF(a);
-        return NULL;
-    }
-    return a;
-}
-
-static void APPLY_SPECIFIC(bc_gpu_release)(void *ctx, void *handle)
-{
-    (void)ctx;
-    Py_XDECREF((PyObject *)handle);
-}
-
-static void *APPLY_SPECIFIC(bc_gpu_unlock)(void *ctx)
-{
-    (void)ctx;
-    return (void *)PyEval_SaveThread();
-}
-
-static void APPLY_SPECIFIC(bc_gpu_relock)(void *ctx, void *token)
-{
-    (void)ctx;
-    PyEval_RestoreThread((PyThreadState *)token);
-}
-
 /* The bc_cuda_array of a cupy.ndarray. */
 static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cuda_array *out)
 {
@@ -276,7 +203,7 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
 #endif
     api = bc_cuda_load(&err);
     if (api == NULL)
-        return APPLY_SPECIFIC(bc_gpu_raise)(&err);
+        return bc_host_raise(&err, "GpuBincount");
     if (APPLY_SPECIFIC(bc_gpu_prepare)(api, &k, &c.capacity_hint) != 0 ||
         bc_cupy_current_stream(&stream) != 0)
         return -1;
@@ -289,13 +216,10 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
     c.shared_itemsize = BC_SHARED_ITEMSIZE;
     c.stream = (bc_CUstream)(size_t)stream;
     host.ctx = NULL;
-    host.alloc = APPLY_SPECIFIC(bc_gpu_alloc);
-    host.release = APPLY_SPECIFIC(bc_gpu_release);
-    host.unlock = APPLY_SPECIFIC(bc_gpu_unlock);
-    host.relock = APPLY_SPECIFIC(bc_gpu_relock);
+    bc_host_cupy(&host);
 
     if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
-        return APPLY_SPECIFIC(bc_gpu_raise)(&err);
+        return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
     if (res.view) {
         PyObject *whole = result;

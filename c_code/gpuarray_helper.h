@@ -200,7 +200,7 @@ static int bc_gpuarray_info_of(PyObject *a, const char *what, bc_gpuarray_info *
     return 0;
 }
 
-/* A new 1-d cupy.ndarray of `length` elements of `dtype` (a dtype object):
+/* A new 1-d cupy.ndarray of `length` elements of `dtype` (a dtype or its name):
  * cupy.zeros when `zero`, else cupy.empty, allocated on CuPy's current
  * device and stream from its memory pool. */
 static PyObject *bc_cupy_new(long long length, PyObject *dtype, int zero)

@@ -63,6 +63,7 @@
 #include "bincount_cuda_driver.h"
 #include "scatter_add_cuda_launch.h"
 #include "gpuarray_helper.h"
+#include "cuda_host_cupy.h"
 
 #if SA_ONTO_ZEROS
 #define SA_BASE_T PyArrayObject
@@ -85,28 +86,6 @@ static bc_rows_kernels *APPLY_SPECIFIC(sa_gpu_table)(int *next)
     return table;
 }
 
-/* Raise the exception a launch error stands for. */
-static int APPLY_SPECIFIC(sa_gpu_raise)(const bc_cuda_error *err)
-{
-    PyObject *module, *exc;
-    if (err->code == BC_CUDA_E_HOST) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "GpuScatterAdd: a CuPy call failed");
-        return -1;
-    }
-    module = PyImport_ImportModule("aesara_bincount_core.cuda.errors");
-    if (module == NULL)
-        return -1;
-    exc = PyObject_CallMethod(module, "launch_error", "iLLLKs", err->code, err->arg[0],
-                              err->arg[1], err->arg[2], err->uarg, err->text);
-    Py_DECREF(module);
-    if (exc == NULL)
-        return -1;
-    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_DECREF(exc);
-    return -1;
-}
-
 /* This call's copy of the kernels of the current context (asked of the
  * Python kernel layer the first time in a context). */
 static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernels *k)
@@ -119,7 +98,7 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
-        return APPLY_SPECIFIC(sa_gpu_raise)(&err);
+        return bc_host_raise(&err, "GpuScatterAdd");
     for (i = 0; ctx != NULL && i < SA_GPU_CONTEXTS; i++) {
         if (table[i].context == ctx) {
             *k = table[i];
@@ -156,50 +135,6 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     APPLY_SPECIFIC(sa_gpu_table)(&slot);
     table[slot] = *k;
     return 0;
-}
-
-/* ---- bc_cuda_host through CuPy and the GIL (the status buffer only) ---- */
-
-static void *APPLY_SPECIFIC(sa_gpu_alloc)(void *ctx, int dtype, long long count, int zero,
-                                          bc_CUdeviceptr *ptr, int *out_of_memory)
-{
-    PyObject *descr = PyUnicode_FromString(dtype == BC_DT_UINT64 ? "uint64" : "uint8");
-    PyObject *a;
-    (void)ctx;
-    if (descr == NULL)
-        return NULL;
-    a = bc_cupy_new(count, descr, zero);
-    Py_DECREF(descr);
-    if (a == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
-            PyErr_Clear();
-            *out_of_memory = 1;
-        }
-        return NULL;
-    }
-    if (bc_gpuarray_ptr(a, ptr) != 0) {
-        Py_DECREF(a);
-        return NULL;
-    }
-    return a;
-}
-
-static void APPLY_SPECIFIC(sa_gpu_release)(void *ctx, void *handle)
-{
-    (void)ctx;
-    Py_XDECREF((PyObject *)handle);
-}
-
-static void *APPLY_SPECIFIC(sa_gpu_unlock)(void *ctx)
-{
-    (void)ctx;
-    return (void *)PyEval_SaveThread();
-}
-
-static void APPLY_SPECIFIC(sa_gpu_relock)(void *ctx, void *token)
-{
-    (void)ctx;
-    PyEval_RestoreThread((PyThreadState *)token);
 }
 
 /* ---- the arrays ---- */
@@ -362,7 +297,7 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
 
     api = bc_cuda_load(&err);
     if (api == NULL) {
-        APPLY_SPECIFIC(sa_gpu_raise)(&err);
+        bc_host_raise(&err, "GpuScatterAdd");
         goto done;
     }
     if (APPLY_SPECIFIC(sa_gpu_prepare)(api, &k) != 0 || bc_cupy_current_stream(&stream) != 0)
@@ -446,13 +381,10 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
     c.row_size = (long long)row_size;
     c.stream = (bc_CUstream)(size_t)stream;
     host.ctx = NULL;
-    host.alloc = APPLY_SPECIFIC(sa_gpu_alloc);
-    host.release = APPLY_SPECIFIC(sa_gpu_release);
-    host.unlock = APPLY_SPECIFIC(sa_gpu_unlock);
-    host.relock = APPLY_SPECIFIC(sa_gpu_relock);
+    bc_host_cupy(&host);
 
     if (bc_cuda_scatter_rows(api, &c, &k, &host, &err) != 0) {
-        APPLY_SPECIFIC(sa_gpu_raise)(&err);
+        bc_host_raise(&err, "GpuScatterAdd");
         goto done;
     }
     if (c.check_only) {

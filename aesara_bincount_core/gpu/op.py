@@ -96,6 +96,7 @@ class GpuBincount(ExternalCOp):
         "bincount_cuda_driver.h",
         "bincount_cuda_launch.h",
         "gpuarray_helper.h",
+        "cuda_host_cupy.h",
         "bincount_cuda_host.c",
     )
     #: Not compiled into the Op's module, but its kernels: hashed into the version.

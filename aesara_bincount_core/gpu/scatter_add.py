@@ -89,6 +89,7 @@ class GpuScatterAdd(ExternalCOp):
         "bincount_cuda_launch.h",
         "scatter_add_cuda_launch.h",
         "gpuarray_helper.h",
+        "cuda_host_cupy.h",
         "scatter_add_cuda_host.c",
     )
     #: Not compiled into the Op's module, but its kernels: hashed into the version.
