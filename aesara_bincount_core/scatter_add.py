@@ -123,7 +123,12 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     __props__ = ("onto", "inplace", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
-    c_sources = ("bincount_common.h", "scatter_add_common.h", "scatter_add_cpu.c")
+    c_sources = (
+        "bincount_common.h",
+        "bincount_pool.h",
+        "scatter_add_common.h",
+        "scatter_add_cpu.c",
+    )
     #: Bump by hand only for changes outside the C files (which are hashed).
     version = 1
 

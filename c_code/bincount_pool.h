@@ -29,11 +29,11 @@
  * slot left) touches nothing else, so a worker woken long after a call
  * returned cannot reach the finished call's data.
  *
- * One pool serves every Bincount module of the process.  It lives in a
- * PyCapsule stored as an attribute of the Python package aesara_bincount_core
- * (BC_POOL_ATTR; the attribute name carries the layout version of the struct
- * below), so the compiled modules keep no static data and share their
- * threads.  The pool is read and created under the GIL, which every call
+ * One pool serves every Bincount and ScatterAdd module of the process.  It
+ * lives in a PyCapsule stored as an attribute of the Python package
+ * aesara_bincount_core (BC_POOL_ATTR; the attribute name carries the layout
+ * version of the struct below), so the compiled modules keep no static data
+ * and share their threads.  The pool is read and created under the GIL, which every call
  * holds.  Workers never call into Python.  A process forked from one that had
  * a pool gets a new pool (the workers do not survive fork()).  Workers block
  * all signals, wait on a condition variable when idle (after spinning for
@@ -243,6 +243,21 @@ done:
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
     return p;
+}
+
+/* Whether a run started now would share its tasks with workers: 0 while
+ * the process has no pool, while the pool is in use, or while it backs off
+ * after a stall (bc_pool_run would then run every task on this thread),
+ * else 1.  A caller whose threaded plan costs more than its single-thread
+ * plan when run on one thread (ScatterAdd's private copies, its split by
+ * row) asks this first.  Only a hint: bc_pool_run decides again.  Needs the
+ * GIL (which every caller holds, and under which the back-off is kept). */
+static int bc_pool_threaded(void)
+{
+    bc_pool *p = bc_pool_get();
+    if (p == NULL || __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
+        return 0;
+    return bc_now_ns() >= p->solo_until;
 }
 
 /* Run fn(arg, part, task) for every task in [0, ntasks), in increasing order

@@ -94,6 +94,7 @@
 #endif
 
 #include "scatter_add_common.h"
+#include "bincount_pool.h"
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -130,6 +131,9 @@
 #endif
 #ifndef SA_PREFETCH_MAX_LINES
 #define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
+#endif
+#ifndef SA_MERGE_BYTES
+#define SA_MERGE_BYTES 16384 /* bytes of out per task when the private copies are added in */
 #endif
 #define SA_CHECK_BLOCK 4096 /* indices checked between looks at the result */
 
@@ -507,106 +511,152 @@ static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp ds
 
 /* ---- the strategies ---- */
 
+/* Threads for a call (1: the calling thread adds everything). */
 static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
 {
 #ifdef _OPENMP
     const double work = (double)c->n * (double)(c->rowlen ? c->rowlen : 1);
-    int nt = omp_get_max_threads();
-    if (work < (double)SA_OMP_MIN_WORK || nt < 2)
+    int nt;
+    if (work < (double)SA_OMP_MIN_WORK || omp_in_parallel())
+        return 1;
+    nt = omp_get_max_threads();
+    if (nt < 2)
         return 1;
     if ((double)nt * SA_OMP_MIN_WORK / 2 > work)
         nt = (int)(2 * work / SA_OMP_MIN_WORK);
-    return nt < 1 ? 1 : nt;
+    return nt < 1 ? 1 : nt > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : nt;
 #else
     (void)c;
     return 1;
 #endif
 }
 
-/* By thread: chunk t of idx into out (t == 0) or into private copy t - 1,
- * then the copies into out, rows split between the threads.  The copies start
- * at the additive identity: 0, or -0.0 for floats (x + -0.0 is x for every x,
- * -0.0 included, where x + 0.0 would turn a -0.0 of the base into 0.0).
- * Returns -1 when the copies cannot be allocated (nothing has been written
- * then), else 0; *bad is set when a bad index was met. */
+/* A threaded call: its strategy's data, shared by its tasks (bincount_pool.h
+ * runs them on the calling thread and on the pool's workers). */
+#define SA_JOB APPLY_SPECIFIC(sa_job)
+typedef struct {
+    const SA_CTX *c;
+    int parts;           /* chunks of idx (by thread), owners of rows (by row) */
+    SA_ACC_T *priv;      /* by thread: parts - 1 private copies of out */
+    npy_intp copy;       /* ... of this many elements each */
+    npy_intp merge_rows; /* ... added into out this many rows per task */
+    int bad;             /* atomic: a task met a bad index (c->check only) */
+} SA_JOB;
+
+/* By thread, first run, task t: chunk t of idx (t of `parts` equal chunks)
+ * into out (t == 0) or into private copy t - 1, which the task first fills
+ * with the additive identity: 0, or -0.0 for floats (x + -0.0 is x for
+ * every x, -0.0 included, where x + 0.0 would turn a -0.0 of the base into
+ * 0.0).  Which thread runs a task does not matter: a chunk always goes into
+ * the same array, so float sums depend on the thread count only. */
+static void APPLY_SPECIFIC(sa_chunk_task)(void *arg, int part, npy_intp t)
+{
+    SA_JOB *j = (SA_JOB *)arg;
+    const SA_CTX *c = j->c;
+    const npy_intp lo = bc_split(c->n, j->parts, t);
+    const npy_intp hi = bc_split(c->n, j->parts, t + 1);
+    int found;
+    (void)part;
+    if (t == 0) {
+        found = APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
+    } else {
+        /* The task fills its copy itself: its pages then sit near the thread
+         * that adds into it. */
+        SA_ACC_T *p = j->priv + (t - 1) * j->copy;
+#if SA_OUT_FLOAT
+        npy_intp r;
+        for (r = 0; r < j->copy; r++)
+            p[r] = (SA_ACC_T)-0.0;
+#else
+        memset(p, 0, (size_t)j->copy * sizeof(SA_ACC_T));
+#endif
+        found = APPLY_SPECIFIC(sa_accumulate)(c, (char *)p,
+                                              c->rowlen * (npy_intp)sizeof(SA_ACC_T), 1, lo, hi,
+                                              0, 1);
+    }
+    if (found)
+        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* By thread, second run, task t: rows [t * merge_rows, ...) of every copy,
+ * in copy order, into out. */
+static void APPLY_SPECIFIC(sa_merge_task)(void *arg, int part, npy_intp t)
+{
+    SA_JOB *j = (SA_JOB *)arg;
+    const SA_CTX *c = j->c;
+    const npy_intp r0 = t * j->merge_rows;
+    const npy_intp r1 = c->nrows - r0 < j->merge_rows ? c->nrows : r0 + j->merge_rows;
+    npy_intp r;
+    int k;
+    (void)part;
+    for (k = 0; k < j->parts - 1; k++) {
+        const SA_ACC_T *p = j->priv + (npy_intp)k * j->copy;
+        for (r = r0; r < r1; r++)
+            APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(c->out + r * c->ostride),
+                                          p + r * c->rowlen, c->rowlen);
+    }
+}
+
+/* By thread (privatized rows): two runs of the pool, the chunks of idx
+ * (sa_chunk_task), then, unless a bad index was met, the copies into out by
+ * blocks of rows (sa_merge_task).  Returns -1 when the copies cannot be
+ * allocated (nothing has been written then), else 0; *bad is set when a bad
+ * index was met. */
 static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
 {
     const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
-    const npy_intp copy = c->nrows * c->rowlen;
-    const size_t bytes = (size_t)(nt - 1) * (size_t)copy * sizeof(SA_ACC_T);
-    int found = 0;
-    SA_ACC_T *priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
-    if (priv == NULL)
+    SA_JOB j;
+    size_t bytes;
+    memset(&j, 0, sizeof(j));
+    j.c = c;
+    j.parts = nt;
+    j.copy = c->nrows * c->rowlen;
+    bytes = (size_t)(nt - 1) * (size_t)j.copy * sizeof(SA_ACC_T);
+    j.priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
+    if (j.priv == NULL)
         return -1;
-    bc_advise_huge_pages(priv, bytes);
-    *bad = 0;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) reduction(| : found)
-#endif
-    {
-        int t = 0, team = 1, k;
-        npy_intp lo, hi, r;
-#ifdef _OPENMP
-        /* The team may be smaller than asked for: split by its real size. */
-        t = omp_get_thread_num();
-        team = omp_get_num_threads();
-#endif
-        lo = bc_split(c->n, team, t);
-        hi = bc_split(c->n, team, t + 1);
-        if (t > 0) {
-            /* Each thread fills its own copy (its pages then sit near it). */
-            SA_ACC_T *p = priv + (npy_intp)(t - 1) * copy;
-#if SA_OUT_FLOAT
-            for (r = 0; r < copy; r++)
-                p[r] = (SA_ACC_T)-0.0;
-#else
-            memset(p, 0, (size_t)copy * sizeof(SA_ACC_T));
-#endif
-        }
-        if (t == 0)
-            found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
-        else
-            found |= APPLY_SPECIFIC(sa_accumulate)(c, (char *)(priv + (npy_intp)(t - 1) * copy),
-                                                   rowbytes, 1, lo, hi, 0, 1);
-#ifdef _OPENMP
-#pragma omp barrier
-#endif
-        lo = bc_split(c->nrows, team, t);
-        hi = bc_split(c->nrows, team, t + 1);
-        for (k = 0; k < team - 1; k++) {
-            const SA_ACC_T *p = priv + (npy_intp)k * copy;
-            for (r = lo; r < hi; r++)
-                APPLY_SPECIFIC(sa_add_contig)((SA_ACC_T *)(c->out + r * c->ostride),
-                                              p + r * c->rowlen, c->rowlen);
-        }
-    }
-    free(priv);
-    *bad = found;
+    bc_advise_huge_pages(j.priv, bytes);
+    j.merge_rows = SA_MERGE_BYTES / rowbytes;
+    if (j.merge_rows < 1)
+        j.merge_rows = 1;
+    bc_pool_run(nt, nt, APPLY_SPECIFIC(sa_chunk_task), &j);
+    *bad = __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
+    if (!*bad)
+        bc_pool_run(nt, (c->nrows + j.merge_rows - 1) / j.merge_rows,
+                    APPLY_SPECIFIC(sa_merge_task), &j);
+    free(j.priv);
     return 0;
 }
 
-/* By row: thread t adds the increments of the rows it owns (sa_owner).
- * Returns 1 when a bad index was met. */
-static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
+/* By row, task t: all of idx, adding the increments of the rows that owner
+ * t of `parts` owns (sa_owner). */
+static void APPLY_SPECIFIC(sa_rows_task)(void *arg, int part, npy_intp t)
 {
-    int found = 0;
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) reduction(| : found)
-#endif
-    {
-        int t = 0, team = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        team = omp_get_num_threads();
-#endif
-        found |= APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n,
-                                               t, team);
-    }
-    return found;
+    SA_JOB *j = (SA_JOB *)arg;
+    const SA_CTX *c = j->c;
+    (void)part;
+    if (APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, (int)t,
+                                      j->parts))
+        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* Add everything; returns 1 when a bad index was met (c->check only). */
+/* By row: one pool run, a task per owner of rows.  Returns 1 when a bad
+ * index was met. */
+static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
+{
+    SA_JOB j;
+    memset(&j, 0, sizeof(j));
+    j.c = c;
+    j.parts = nt;
+    bc_pool_run(nt, nt, APPLY_SPECIFIC(sa_rows_task), &j);
+    return __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
+}
+
+/* Add everything; returns 1 when a bad index was met (c->check only).  A
+ * threaded plan is taken only when the pool would share it out now
+ * (bc_pool_threaded): run on one thread, both cost more than the serial
+ * loop (copies to fill and merge, or idx read once per owner), so while the
+ * pool backs off after a stall the call takes the serial loop. */
 static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
 {
     const int nt = APPLY_SPECIFIC(sa_threads)(c);
@@ -615,13 +665,17 @@ static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
         const double inc_bytes = (double)c->n * (double)c->rowlen * sizeof(SA_ACC_T);
         const double priv_bytes =
             (double)(nt - 1) * (double)c->nrows * (double)c->rowlen * sizeof(SA_ACC_T);
-        if (c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES &&
-            c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK)
-            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
-        if (c->out_contig && priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
-            priv_bytes <= (double)SA_PRIVATE_MAX_BYTES &&
-            APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
-            return bad;
+        const int by_row = c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES &&
+                           c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK;
+        const int by_thread = !by_row && c->out_contig &&
+                              priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
+                              priv_bytes <= (double)SA_PRIVATE_MAX_BYTES;
+        if ((by_row || by_thread) && bc_pool_threaded()) {
+            if (by_row)
+                return APPLY_SPECIFIC(sa_run_rows)(c, nt);
+            if (APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
+                return bad;
+        }
     }
     return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, 1);
 }
@@ -777,6 +831,7 @@ fail:
 #undef SA_INC_SCALAR
 #undef SA_INC_STRIDED
 #undef SA_CTX
+#undef SA_JOB
 #ifdef SA_VEC_T
 #undef SA_VEC_T
 #undef SA_VEC_BYTES
