@@ -53,23 +53,34 @@
  * hides much of the latency of its random rows (below that size, measured,
  * the prefetches cost more than they saved).
  *
- * With OpenMP, and when the work is large enough (SA_OMP_MIN_WORK), two ways
- * to split it without atomics:
- *   by row, when rows are wide (SA_ROWS_MIN_BYTES): each thread owns some of
- *     the rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so
- *     that the hot rows of a skewed index, such as the first rows of a
- *     vocabulary sorted by frequency, are shared out), walks all of idx and
- *     adds the rows it owns.  Reading idx once per thread costs little
- *     against wide rows, and nothing else is read or written twice.  Each
- *     row receives its increments in index order, so the result is the
- *     serial one, bit for bit.
- *   by thread (privatized rows), for narrow rows: idx is cut into one chunk
- *     per thread; the first thread adds into out, each other one into a
- *     private copy of out (starting at 0, or -0.0 for floats), and the copies
- *     are then added into out, row ranges split between the threads.  Chosen
- *     when the copies are small against the increments
- *     (SA_PRIVATE_MAX_FRACTION) and below SA_PRIVATE_MAX_BYTES.  Float sums
- *     then depend on the thread count (fixed for a given count).
+ * With OpenMP (openmp=True gives the thread count, omp_get_max_threads), and
+ * when the work is large enough (SA_OMP_MIN_WORK), two ways to split it
+ * without atomics.  Their tasks run on the worker pool that Bincount uses
+ * (bincount_pool.h, one pool per process): the calling thread claims tasks
+ * itself, so a call never waits on a worker that has not started (on busy
+ * cores it does the work alone), and after a stall (a worker preempted in
+ * the middle of a task) calls run the serial loop for a while:
+ *   by row, when rows are wide (SA_ROWS_MIN_BYTES): one task per owner of
+ *     rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so that
+ *     the hot rows of a skewed index, such as the first rows of a
+ *     vocabulary sorted by frequency, are shared out); a task walks all of
+ *     idx and adds the rows its owner owns.  Reading idx once per owner
+ *     costs little against wide rows, and nothing else is read or written
+ *     twice.  Each row receives its increments in index order, so the result
+ *     is the serial one, bit for bit.
+ *   by thread (privatized rows), for narrow rows: two runs of the pool.
+ *     First, idx cut into one chunk per thread, a task each: chunk 0 is added
+ *     into out, chunk t into private copy t - 1 of out (starting at 0, or
+ *     -0.0 for floats), whichever thread runs the task.  Then, unless a bad
+ *     index was met, the copies are added into out in copy order, a task per
+ *     block of rows (SA_MERGE_BYTES).  Chosen when the copies are small
+ *     against the increments (SA_PRIVATE_MAX_FRACTION) and below
+ *     SA_PRIVATE_MAX_BYTES.  Float sums then depend on the thread count
+ *     (fixed for a given count, whichever thread ran which task).
+ * Both cost more than the serial loop when one thread runs all their tasks,
+ * so a call takes them only when the pool would share them out
+ * (bc_pool_threaded), except the split by thread of float sums, whose
+ * rounding it fixes (see sa_run).
  * Otherwise one thread adds everything, in index order.
  *
  * The code is valid C99 and C++ (Aesara compiles it with g++).  Compiled on
@@ -652,11 +663,15 @@ static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
     return __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
 }
 
-/* Add everything; returns 1 when a bad index was met (c->check only).  A
- * threaded plan is taken only when the pool would share it out now
- * (bc_pool_threaded): run on one thread, both cost more than the serial
- * loop (copies to fill and merge, or idx read once per owner), so while the
- * pool backs off after a stall the call takes the serial loop. */
+/* Add everything; returns 1 when a bad index was met (c->check only).  Run
+ * on one thread, both threaded plans cost more than the serial loop (copies
+ * to fill and merge, or idx read once per owner), so while the pool would
+ * not share them out (bc_pool_threaded: it backs off after a stall) the
+ * call takes the serial loop, which gives the same result: the split by row
+ * adds in index order, and integer sums are exact.  Float sums split by
+ * thread are not the serial ones: they keep that split (run on one thread
+ * then), so that they depend on the thread count only, never on the load of
+ * the machine. */
 static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
 {
     const int nt = APPLY_SPECIFIC(sa_threads)(c);
@@ -670,12 +685,11 @@ static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
         const int by_thread = !by_row && c->out_contig &&
                               priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
                               priv_bytes <= (double)SA_PRIVATE_MAX_BYTES;
-        if ((by_row || by_thread) && bc_pool_threaded()) {
-            if (by_row)
-                return APPLY_SPECIFIC(sa_run_rows)(c, nt);
-            if (APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
-                return bad;
-        }
+        if (by_row && bc_pool_threaded())
+            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
+        if (by_thread && (SA_OUT_FLOAT || bc_pool_threaded()) &&
+            APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
+            return bad;
     }
     return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, 1);
 }
