@@ -76,12 +76,17 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     Semantics are those of Aesara's ``AdvancedIncSubtensor1`` (inc) and of
     :func:`numpy.add.at`: duplicate indices accumulate; a negative index
     wraps once, Python style.  Integer sums wrap modulo ``2**bits``.  Float
-    sums are taken in the output dtype; one thread, and OpenMP's split by
-    row (wide rows), add in index order, as NumPy does; OpenMP's split by
-    index (narrow rows, few against the increments) adds per-thread partial
-    sums, so float results can then differ from :func:`numpy.add.at` in the
-    last bits, and are the same on every call for a fixed thread count.  The algorithm is
-    described in ``c_code/scatter_add_cpu.c``.
+    sums are taken in the output dtype; one thread, and the split by row
+    with OpenMP (wide rows), add in index order, as NumPy does; the split by
+    index (narrow rows, few against the increments) adds one partial sum per
+    chunk of ``idx``, so float results can then differ from
+    :func:`numpy.add.at` in the last bits, and are the same on every call
+    for a fixed thread count, whichever thread ran which chunk and however
+    busy the machine.  The threads are the workers of the pool that
+    :class:`~aesara_bincount.Bincount` uses (one per process): a
+    call never waits for a worker that has not started (see
+    :doc:`thread_safety`).  The algorithm is described in
+    ``c_code/scatter_add_cpu.c``.
 
     Errors, raised when the compiled function runs (the Op checks every
     index before it writes anything, so an in-place base, such as a shared
