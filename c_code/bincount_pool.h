@@ -245,6 +245,21 @@ done:
     return p;
 }
 
+/* After a threaded run: back off after a stall (10 ms, doubling with each
+ * further stall up to 1 s), else halve the next back-off.  Called by the
+ * caller only, under the GIL. */
+static void bc_pool_back_off(bc_pool *p, int stalled)
+{
+    if (stalled) {
+        p->solo_ns = p->solo_ns < BC_POOL_SOLO_MIN_NS ? BC_POOL_SOLO_MIN_NS
+                     : p->solo_ns * 2 > BC_POOL_SOLO_MAX_NS ? BC_POOL_SOLO_MAX_NS
+                                                             : p->solo_ns * 2;
+        p->solo_until = bc_now_ns() + p->solo_ns;
+    } else {
+        p->solo_ns /= 2;
+    }
+}
+
 /* Whether a run started now would share its tasks with workers: 0 while
  * the process has no pool, while the pool is in use, or while it backs off
  * after a stall (bc_pool_run would then run every task on this thread),
@@ -332,16 +347,20 @@ static int bc_pool_run(int nt, npy_intp ntasks, bc_task_fn fn, void *arg)
         }
         waited = bc_now_ns() - mine - per_task;
     }
-    if (waited > BC_POOL_STALL_NS) {
-        p->solo_ns = p->solo_ns < BC_POOL_SOLO_MIN_NS ? BC_POOL_SOLO_MIN_NS
-                     : p->solo_ns * 2 > BC_POOL_SOLO_MAX_NS ? BC_POOL_SOLO_MAX_NS
-                                                             : p->solo_ns * 2;
-        p->solo_until = bc_now_ns() + p->solo_ns;
-    } else {
-        p->solo_ns /= 2;
-    }
+    bc_pool_back_off(p, waited > BC_POOL_STALL_NS);
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return nt;
+}
+
+/* Count a stall that the tasks of a run saw themselves (a task that waited
+ * longer than BC_POOL_STALL_NS for another task it depends on, which
+ * bc_pool_run cannot see): calls then run on one thread for a while, as
+ * after a stall of bc_pool_run.  Call it after that run.  Needs the GIL. */
+static void bc_pool_stalled(void)
+{
+    bc_pool *p = bc_pool_get();
+    if (p != NULL)
+        bc_pool_back_off(p, 1);
 }
 
 #endif /* AESARA_BINCOUNT_POOL_H */

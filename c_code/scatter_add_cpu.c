@@ -143,6 +143,9 @@
 #ifndef SA_PREFETCH_MAX_LINES
 #define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
 #endif
+#ifndef SA_TASK_BYTES
+#define SA_TASK_BYTES (128 << 10) /* bytes of increments per task (a block of idx) of a threaded split */
+#endif
 #ifndef SA_MERGE_BYTES
 #define SA_MERGE_BYTES 16384 /* bytes of out per task when the private copies are added in */
 #endif
@@ -543,44 +546,136 @@ static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
 }
 
 /* A threaded call: its strategy's data, shared by its tasks (bincount_pool.h
- * runs them on the calling thread and on the pool's workers). */
+ * runs them on the calling thread and on the pool's workers).  Both splits
+ * cut idx into blocks of `block` indices and the work into lanes: a lane is
+ * a private copy of out (by thread; lane 0 is out itself) or an owner of
+ * rows (by row), which receives its blocks in index order, one at a time.
+ * Each task of the pool runs one block: the next one of a lane that no
+ * other thread holds (a lock per lane), the thread's own lane first.  So a
+ * lane's sums come out the same whichever threads ran its blocks, and a
+ * thread waits only when every lane with blocks left is held by another
+ * thread, for the block in progress there: as with the pool itself, a call
+ * never waits on a worker that has not started, only on one that the
+ * operating system preempted in the middle of a block (a stall, which the
+ * call reports to the pool: calls then run on one thread for a while). */
 #define SA_JOB APPLY_SPECIFIC(sa_job)
-typedef struct {
+#define SA_JOB_TAG APPLY_SPECIFIC(sa_job_tag)
+typedef struct SA_JOB_TAG SA_JOB;
+typedef void (*APPLY_SPECIFIC(sa_block_fn))(SA_JOB *j, int lane, npy_intp step);
+struct SA_JOB_TAG {
     const SA_CTX *c;
-    int parts;           /* chunks of idx (by thread), owners of rows (by row) */
+    int parts;           /* lanes */
+    npy_intp block;      /* indices of a block of idx */
+    npy_intp nblocks;    /* blocks of idx */
+    APPLY_SPECIFIC(sa_block_fn) run; /* run block `step` of a lane */
+    npy_intp *lanes;     /* per lane, SA_LANE_STRIDE apart: blocks started, lock */
     SA_ACC_T *priv;      /* by thread: parts - 1 private copies of out */
     npy_intp copy;       /* ... of this many elements each */
     npy_intp merge_rows; /* ... added into out this many rows per task */
-    int bad;             /* atomic: a task met a bad index (c->check only) */
-} SA_JOB;
+    int bad;             /* atomic: a block met a bad index (c->check only) */
+    int stalled;         /* atomic: a thread waited over BC_POOL_STALL_NS for a lane */
+};
 
-/* By thread, first run, task t: chunk t of idx (t of `parts` equal chunks)
- * into out (t == 0) or into private copy t - 1, which the task first fills
- * with the additive identity: 0, or -0.0 for floats (x + -0.0 is x for
- * every x, -0.0 included, where x + 0.0 would turn a -0.0 of the base into
- * 0.0).  Which thread runs a task does not matter: a chunk always goes into
- * the same array, so float sums depend on the thread count only. */
-static void APPLY_SPECIFIC(sa_chunk_task)(void *arg, int part, npy_intp t)
+/* The state of a lane, one cache line from the next lane's. */
+#define SA_LANE_STRIDE ((npy_intp)(64 / sizeof(npy_intp)))
+
+/* Blocks of lane `lane`: by thread, blocks lane, lane + parts, ...; by row,
+ * every block. */
+static npy_intp APPLY_SPECIFIC(sa_lane_blocks)(const SA_JOB *j, int lane)
+{
+    if (j->priv == NULL)
+        return j->nblocks;
+    return (j->nblocks - lane + j->parts - 1) / j->parts;
+}
+
+/* A task: run the next block of a lane that no other thread holds. */
+static void APPLY_SPECIFIC(sa_lane_task)(void *arg, int part, npy_intp task)
 {
     SA_JOB *j = (SA_JOB *)arg;
+    long long start = 0;
+    int k = 0;
+    (void)task;
+    for (;;) {
+        int i;
+        for (i = 0; i < j->parts; i++) {
+            const int lane = (part + i) % j->parts;
+            npy_intp *st = j->lanes + (npy_intp)lane * SA_LANE_STRIDE;
+            npy_intp unlocked = 0, step;
+            if (__atomic_load_n(&st[0], __ATOMIC_ACQUIRE) >= APPLY_SPECIFIC(sa_lane_blocks)(j, lane))
+                continue;
+            if (!__atomic_compare_exchange_n(&st[1], &unlocked, 1, 0, __ATOMIC_ACQUIRE,
+                                             __ATOMIC_RELAXED))
+                continue;
+            if (start != 0 && bc_now_ns() - start > BC_POOL_STALL_NS)
+                __atomic_store_n(&j->stalled, 1, __ATOMIC_RELAXED);
+            step = st[0];
+            if (step < APPLY_SPECIFIC(sa_lane_blocks)(j, lane)) {
+                __atomic_store_n(&st[0], step + 1, __ATOMIC_RELEASE);
+                if (!__atomic_load_n(&j->bad, __ATOMIC_RELAXED))
+                    j->run(j, lane, step);
+            }
+            __atomic_store_n(&st[1], 0, __ATOMIC_RELEASE);
+            if (step < APPLY_SPECIFIC(sa_lane_blocks)(j, lane))
+                return;
+        }
+        /* Every lane with blocks left is held by another thread (as many
+         * tasks as blocks: one is left for this task): wait for one. */
+        if (start == 0)
+            start = bc_now_ns();
+        if (++k & 255 || bc_now_ns() - start < BC_POOL_SPIN_NS / 4)
+            bc_cpu_relax();
+        else
+            sched_yield(); /* the holder may need this core */
+    }
+}
+
+/* Run the blocks of every lane (parts, block, nblocks, run must be set), then
+ * tell the pool of a stall that the tasks saw.  0, or -1 when out of memory
+ * (nothing has been run then). */
+static int APPLY_SPECIFIC(sa_run_lanes)(SA_JOB *j, int nt)
+{
+    npy_intp ntasks = 0;
+    int lane;
+    j->lanes = (npy_intp *)calloc((size_t)j->parts * (size_t)SA_LANE_STRIDE, sizeof(npy_intp));
+    if (j->lanes == NULL)
+        return -1;
+    for (lane = 0; lane < j->parts; lane++)
+        ntasks += APPLY_SPECIFIC(sa_lane_blocks)(j, lane);
+    bc_pool_run(nt, ntasks, APPLY_SPECIFIC(sa_lane_task), j);
+    if (__atomic_load_n(&j->stalled, __ATOMIC_RELAXED))
+        bc_pool_stalled();
+    free(j->lanes);
+    j->lanes = NULL;
+    return 0;
+}
+
+/* By thread, block `step` of lane `lane`: block step * parts + lane of idx
+ * into out (lane 0) or into private copy lane - 1, which the lane's first
+ * block fills with the additive identity: 0, or -0.0 for floats (x + -0.0 is
+ * x for every x, -0.0 included, where x + 0.0 would turn a -0.0 of the base
+ * into 0.0).  A block always goes into the same array, after the same
+ * blocks, so float sums depend on the thread count only. */
+static void APPLY_SPECIFIC(sa_chunk_block)(SA_JOB *j, int lane, npy_intp step)
+{
     const SA_CTX *c = j->c;
-    const npy_intp lo = bc_split(c->n, j->parts, t);
-    const npy_intp hi = bc_split(c->n, j->parts, t + 1);
+    const npy_intp lo = (step * j->parts + lane) * j->block;
+    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
     int found;
-    (void)part;
-    if (t == 0) {
+    if (lane == 0) {
         found = APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
     } else {
-        /* The task fills its copy itself: its pages then sit near the thread
-         * that adds into it. */
-        SA_ACC_T *p = j->priv + (t - 1) * j->copy;
+        SA_ACC_T *p = j->priv + (npy_intp)(lane - 1) * j->copy;
+        if (step == 0) {
+            /* The copy is filled by the thread that first adds into it, so
+             * that its pages sit near that thread. */
 #if SA_OUT_FLOAT
-        npy_intp r;
-        for (r = 0; r < j->copy; r++)
-            p[r] = (SA_ACC_T)-0.0;
+            npy_intp r;
+            for (r = 0; r < j->copy; r++)
+                p[r] = (SA_ACC_T)-0.0;
 #else
-        memset(p, 0, (size_t)j->copy * sizeof(SA_ACC_T));
+            memset(p, 0, (size_t)j->copy * sizeof(SA_ACC_T));
 #endif
+        }
         found = APPLY_SPECIFIC(sa_accumulate)(c, (char *)p,
                                               c->rowlen * (npy_intp)sizeof(SA_ACC_T), 1, lo, hi,
                                               0, 1);
@@ -589,8 +684,8 @@ static void APPLY_SPECIFIC(sa_chunk_task)(void *arg, int part, npy_intp t)
         __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* By thread, second run, task t: rows [t * merge_rows, ...) of every copy,
- * in copy order, into out. */
+/* By thread, merge task t: rows [t * merge_rows, ...) of every copy, in copy
+ * order, into out. */
 static void APPLY_SPECIFIC(sa_merge_task)(void *arg, int part, npy_intp t)
 {
     SA_JOB *j = (SA_JOB *)arg;
@@ -608,30 +703,36 @@ static void APPLY_SPECIFIC(sa_merge_task)(void *arg, int part, npy_intp t)
     }
 }
 
-/* By thread (privatized rows): two runs of the pool, the chunks of idx
- * (sa_chunk_task), then, unless a bad index was met, the copies into out by
- * blocks of rows (sa_merge_task).  Returns -1 when the copies cannot be
- * allocated (nothing has been written then), else 0; *bad is set when a bad
- * index was met. */
-static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
+/* By thread (privatized rows): two runs of the pool, the blocks of idx into
+ * their lanes (sa_chunk_block), then, unless a bad index was met, the
+ * copies into out by blocks of rows (sa_merge_task).  Needs 2 blocks or
+ * more.  Returns -1 when out of memory (nothing has been written then), else
+ * 0; *bad is set when a bad index was met. */
+static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, npy_intp block, int *bad)
 {
     const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
     SA_JOB j;
     size_t bytes;
     memset(&j, 0, sizeof(j));
     j.c = c;
-    j.parts = nt;
+    j.block = block;
+    j.nblocks = (c->n + block - 1) / block;
+    j.parts = (npy_intp)nt < j.nblocks ? nt : (int)j.nblocks;
+    j.run = APPLY_SPECIFIC(sa_chunk_block);
     j.copy = c->nrows * c->rowlen;
-    bytes = (size_t)(nt - 1) * (size_t)j.copy * sizeof(SA_ACC_T);
+    bytes = (size_t)(j.parts - 1) * (size_t)j.copy * sizeof(SA_ACC_T);
     j.priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
     if (j.priv == NULL)
         return -1;
     bc_advise_huge_pages(j.priv, bytes);
+    if (APPLY_SPECIFIC(sa_run_lanes)(&j, nt) != 0) {
+        free(j.priv);
+        return -1;
+    }
+    *bad = __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
     j.merge_rows = SA_MERGE_BYTES / rowbytes;
     if (j.merge_rows < 1)
         j.merge_rows = 1;
-    bc_pool_run(nt, nt, APPLY_SPECIFIC(sa_chunk_task), &j);
-    *bad = __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
     if (!*bad)
         bc_pool_run(nt, (c->nrows + j.merge_rows - 1) / j.merge_rows,
                     APPLY_SPECIFIC(sa_merge_task), &j);
@@ -639,27 +740,32 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, int *bad)
     return 0;
 }
 
-/* By row, task t: all of idx, adding the increments of the rows that owner
- * t of `parts` owns (sa_owner). */
-static void APPLY_SPECIFIC(sa_rows_task)(void *arg, int part, npy_intp t)
+/* By row, block `step` of lane `lane`: block step of idx, adding the
+ * increments of the rows that owner `lane` owns (sa_owner). */
+static void APPLY_SPECIFIC(sa_rows_block)(SA_JOB *j, int lane, npy_intp step)
 {
-    SA_JOB *j = (SA_JOB *)arg;
     const SA_CTX *c = j->c;
-    (void)part;
-    if (APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, (int)t,
+    const npy_intp lo = step * j->block;
+    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
+    if (APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, lo, hi, lane,
                                       j->parts))
         __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* By row: one pool run, a task per owner of rows.  Returns 1 when a bad
- * index was met. */
-static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt)
+/* By row: one pool run over the blocks of idx of every owner of rows.
+ * Returns 1 when a bad index was met, 0, or -1 when out of memory (nothing
+ * has been written then). */
+static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt, npy_intp block)
 {
     SA_JOB j;
     memset(&j, 0, sizeof(j));
     j.c = c;
     j.parts = nt;
-    bc_pool_run(nt, nt, APPLY_SPECIFIC(sa_rows_task), &j);
+    j.block = block;
+    j.nblocks = (c->n + block - 1) / block;
+    j.run = APPLY_SPECIFIC(sa_rows_block);
+    if (APPLY_SPECIFIC(sa_run_lanes)(&j, nt) != 0)
+        return -1;
     return __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
 }
 
@@ -677,18 +783,21 @@ static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
     const int nt = APPLY_SPECIFIC(sa_threads)(c);
     int bad = 0;
     if (nt > 1) {
-        const double inc_bytes = (double)c->n * (double)c->rowlen * sizeof(SA_ACC_T);
-        const double priv_bytes =
-            (double)(nt - 1) * (double)c->nrows * (double)c->rowlen * sizeof(SA_ACC_T);
-        const int by_row = c->rowlen * (npy_intp)sizeof(SA_ACC_T) >= SA_ROWS_MIN_BYTES &&
-                           c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK;
-        const int by_thread = !by_row && c->out_contig &&
+        const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
+        const double inc_bytes = (double)c->n * (double)rowbytes;
+        const double priv_bytes = (double)(nt - 1) * (double)c->nrows * (double)rowbytes;
+        const npy_intp block = SA_TASK_BYTES / rowbytes > 0 ? SA_TASK_BYTES / rowbytes : 1;
+        const int by_row = rowbytes >= SA_ROWS_MIN_BYTES && c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK;
+        const int by_thread = !by_row && c->out_contig && c->n > block &&
                               priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
                               priv_bytes <= (double)SA_PRIVATE_MAX_BYTES;
-        if (by_row && bc_pool_threaded())
-            return APPLY_SPECIFIC(sa_run_rows)(c, nt);
+        if (by_row && bc_pool_threaded()) {
+            bad = APPLY_SPECIFIC(sa_run_rows)(c, nt, block);
+            if (bad >= 0)
+                return bad;
+        }
         if (by_thread && (SA_OUT_FLOAT || bc_pool_threaded()) &&
-            APPLY_SPECIFIC(sa_run_private)(c, nt, &bad) == 0)
+            APPLY_SPECIFIC(sa_run_private)(c, nt, block, &bad) == 0)
             return bad;
     }
     return APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, 0, c->n, 0, 1);
@@ -846,6 +955,8 @@ fail:
 #undef SA_INC_STRIDED
 #undef SA_CTX
 #undef SA_JOB
+#undef SA_JOB_TAG
+#undef SA_LANE_STRIDE
 #ifdef SA_VEC_T
 #undef SA_VEC_T
 #undef SA_VEC_BYTES

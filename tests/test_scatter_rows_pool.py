@@ -41,6 +41,7 @@ ROW_BYTES = c_constant("SA_ROWS_MIN_BYTES")
 BLOCK = c_constant("SA_ROWS_BLOCK")
 FRACTION = c_constant("SA_PRIVATE_MAX_FRACTION")
 MERGE = c_constant("SA_MERGE_BYTES")
+TASK = c_constant("SA_TASK_BYTES")
 #: Threads of an OpenMP call in this process (the split depends on them).
 THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 NT = max(2, int(os.environ.get("OMP_NUM_THREADS", THREADS) or 2))
@@ -55,9 +56,16 @@ def split_of(n: int, nrows: int, rowlen: int, itemsize: int, nt: int = NT) -> st
     if rowlen * itemsize >= ROW_BYTES and nrows >= nt * BLOCK:
         return "by row"
     priv = (nt - 1) * nrows * rowlen * itemsize
-    if priv * FRACTION <= n * rowlen * itemsize:
+    block = max(1, TASK // (rowlen * itemsize))  # indices of a task
+    if priv * FRACTION <= n * rowlen * itemsize and n > block:
         return "by thread"
     return "serial"
+
+
+def blocks(n: int, rowlen: int, itemsize: int) -> int:
+    """Blocks of idx (tasks of a lane) of a threaded split."""
+    block = max(1, TASK // (rowlen * itemsize))
+    return -(-n // block)
 
 
 #: (N, V, row length): each on one side of a threshold, with NT = 2.
@@ -125,13 +133,24 @@ def test_threaded_paths_match_np_add_at(form, n, nrows, rowlen, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "uint8"])
 def test_narrow_dtypes_by_thread_and_by_row(form, dtype):
     itemsize = np.dtype(dtype).itemsize
-    for n, nrows, rowlen in [(WORK // 4, 64, 4), (WORK // 64, 4 * BLOCK, ROW_BYTES // itemsize)]:
+    rowlen = 4
+    n = 3 * (TASK // (rowlen * itemsize)) + 1  # three blocks and one index: lanes of unequal length
+    one_block = TASK // (rowlen * itemsize)
+    sizes = [
+        (n, 64, rowlen),
+        (one_block, 64, rowlen),  # uint8: one block only, serial
+        (one_block + 1, 64, rowlen),  # two blocks, the second of one index
+        (WORK // 64, 4 * BLOCK, ROW_BYTES // itemsize),
+    ]
+    for n, nrows, rowlen in sizes:
         case = rows_case(CPU, form, dtype, 2, dtype, 2, "int32", openmp=True)
         base, inc, idx = _inputs(n, nrows, rowlen, dtype, seed=n)
         if form == "zeros":
             base = np.zeros_like(base)
         got = case.run(base, inc, idx.astype("int32"), nrows=nrows)
-        assert split_of(n, nrows, rowlen, itemsize, nt=2) in ("by thread", "by row")
+        split = split_of(n, nrows, rowlen, itemsize, nt=2)
+        if dtype == "uint8" or n not in (one_block, one_block + 1):
+            assert split == ("serial" if n == one_block else "by row" if rowlen > 4 else "by thread")
         if dtype == "uint8":
             np.testing.assert_array_equal(got, expected_rows(base, inc, idx))
         else:
