@@ -78,11 +78,11 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     wraps once, Python style.  Integer sums wrap modulo ``2**bits``.  Float
     sums are taken in the output dtype; one thread, and the split by row
     with OpenMP (wide rows), add in index order, as NumPy does; the split by
-    index (narrow rows, few against the increments) adds one partial sum per
-    chunk of ``idx``, so float results can then differ from
-    :func:`numpy.add.at` in the last bits, and are the same on every call
-    for a fixed thread count, whichever thread ran which chunk and however
-    busy the machine.  The threads are the workers of the pool that
+    index (narrow rows, few against the increments) adds the blocks of
+    ``idx``, dealt out in turn, into one partial sum per thread, so float
+    results can then differ from :func:`numpy.add.at` in the last bits, and
+    are the same on every call for a fixed thread count, whichever thread
+    ran which block and however busy the machine.  The threads are the workers of the pool that
     :class:`~aesara_bincount.Bincount` uses (one per process): a
     call never waits for a worker that has not started (see
     :doc:`thread_safety`).  The algorithm is described in

@@ -55,28 +55,31 @@
  *
  * With OpenMP (openmp=True gives the thread count, omp_get_max_threads), and
  * when the work is large enough (SA_OMP_MIN_WORK), two ways to split it
- * without atomics.  Their tasks run on the worker pool that Bincount uses
- * (bincount_pool.h, one pool per process): the calling thread claims tasks
- * itself, so a call never waits on a worker that has not started (on busy
- * cores it does the work alone), and after a stall (a worker preempted in
- * the middle of a task) calls run the serial loop for a while:
- *   by row, when rows are wide (SA_ROWS_MIN_BYTES): one task per owner of
+ * without atomics.  Both cut idx into blocks of about SA_TASK_BYTES of
+ * increments and the work into lanes, one per thread, each of which gets
+ * its blocks in index order, one at a time (a lock per lane); the tasks run
+ * on the worker pool that Bincount uses (bincount_pool.h, one pool per
+ * process), a block each: the calling thread claims tasks itself, so a call
+ * never waits on a worker that has not started (on busy cores it does the
+ * work alone), only for a block in progress; after a stall (a worker
+ * preempted in the middle of a block) calls run the serial loop for a while.
+ *   by row, when rows are wide (SA_ROWS_MIN_BYTES): a lane is an owner of
  *     rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so that
  *     the hot rows of a skewed index, such as the first rows of a
- *     vocabulary sorted by frequency, are shared out); a task walks all of
- *     idx and adds the rows its owner owns.  Reading idx once per owner
- *     costs little against wide rows, and nothing else is read or written
- *     twice.  Each row receives its increments in index order, so the result
- *     is the serial one, bit for bit.
+ *     vocabulary sorted by frequency, are shared out); it walks every block
+ *     of idx and adds the rows it owns.  Reading idx once per owner costs
+ *     little against wide rows, and nothing else is read or written twice.
+ *     Each row receives its increments in index order, so the result is the
+ *     serial one, bit for bit.
  *   by thread (privatized rows), for narrow rows: two runs of the pool.
- *     First, idx cut into one chunk per thread, a task each: chunk 0 is added
- *     into out, chunk t into private copy t - 1 of out (starting at 0, or
- *     -0.0 for floats), whichever thread runs the task.  Then, unless a bad
- *     index was met, the copies are added into out in copy order, a task per
- *     block of rows (SA_MERGE_BYTES).  Chosen when the copies are small
- *     against the increments (SA_PRIVATE_MAX_FRACTION) and below
- *     SA_PRIVATE_MAX_BYTES.  Float sums then depend on the thread count
- *     (fixed for a given count, whichever thread ran which task).
+ *     First the blocks of idx, dealt out in turn to the lanes: lane 0 adds
+ *     into out, lane t into private copy t - 1 of out (starting at 0, or -0.0
+ *     for floats).  Then, unless a bad index was met, the copies are added
+ *     into out in copy order, a task per block of rows (SA_MERGE_BYTES).
+ *     Chosen when the copies are small against the increments
+ *     (SA_PRIVATE_MAX_FRACTION), below SA_PRIVATE_MAX_BYTES, and idx has two
+ *     blocks or more.  Float sums then depend on the thread count (fixed for
+ *     a given count, whichever thread ran which block).
  * Both cost more than the serial loop when one thread runs all their tasks,
  * so a call takes them only when the pool would share them out
  * (bc_pool_threaded), except the split by thread of float sums, whose
