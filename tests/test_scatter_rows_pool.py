@@ -289,3 +289,15 @@ print(ok)
         timeout=600,
     )
     assert out.stdout.split()[-1] == "True", out.stdout
+
+
+def test_every_header_scatter_add_includes_is_hashed():
+    """bincount_pool.h, like every file of ours that the C code includes, is in the cache version."""
+    from aesara_bincount import ScatterAdd
+
+    included = set()
+    for name in ("scatter_add_cpu.c", "scatter_add_common.h", "bincount_pool.h"):
+        text = _c_code.read_source(name)
+        included |= set(re.findall(r'^#include "([^"]+)"', text, re.MULTILINE))
+    assert "bincount_pool.h" in included
+    assert included <= set(ScatterAdd.c_sources)
