@@ -591,7 +591,12 @@ static npy_intp APPLY_SPECIFIC(sa_lane_blocks)(const SA_JOB *j, int lane)
     return (j->nblocks - lane + j->parts - 1) / j->parts;
 }
 
-/* A task: run the next block of a lane that no other thread holds. */
+/* A task: run the next block of a lane that no other thread holds: of the
+ * lane that has started the fewest blocks (the thread's own lane first among
+ * equals).  A thread alone then runs block b of every lane before block
+ * b + 1 of any: by row, the owners' passes over a block of idx and its
+ * increments follow each other while these are in the cache; by thread, idx
+ * is read in order. */
 static void APPLY_SPECIFIC(sa_lane_task)(void *arg, int part, npy_intp task)
 {
     SA_JOB *j = (SA_JOB *)arg;
@@ -599,30 +604,42 @@ static void APPLY_SPECIFIC(sa_lane_task)(void *arg, int part, npy_intp task)
     int k = 0;
     (void)task;
     for (;;) {
-        int i;
+        int i, best = -1;
+        npy_intp best_step = 0;
         for (i = 0; i < j->parts; i++) {
             const int lane = (part + i) % j->parts;
-            npy_intp *st = j->lanes + (npy_intp)lane * SA_LANE_STRIDE;
+            const npy_intp *st = j->lanes + (npy_intp)lane * SA_LANE_STRIDE;
+            const npy_intp s = __atomic_load_n(&st[0], __ATOMIC_ACQUIRE);
+            if (s >= APPLY_SPECIFIC(sa_lane_blocks)(j, lane) ||
+                __atomic_load_n(&st[1], __ATOMIC_RELAXED))
+                continue; /* done, or held by another thread */
+            if (best < 0 || s < best_step) {
+                best = lane;
+                best_step = s;
+            }
+        }
+        if (best >= 0) {
+            npy_intp *st = j->lanes + (npy_intp)best * SA_LANE_STRIDE;
             npy_intp unlocked = 0, step;
-            if (__atomic_load_n(&st[0], __ATOMIC_ACQUIRE) >= APPLY_SPECIFIC(sa_lane_blocks)(j, lane))
-                continue;
+            const npy_intp nb = APPLY_SPECIFIC(sa_lane_blocks)(j, best);
             if (!__atomic_compare_exchange_n(&st[1], &unlocked, 1, 0, __ATOMIC_ACQUIRE,
                                              __ATOMIC_RELAXED))
-                continue;
+                continue; /* another thread took it first: look again */
             if (start != 0 && bc_now_ns() - start > BC_POOL_STALL_NS)
                 __atomic_store_n(&j->stalled, 1, __ATOMIC_RELAXED);
             step = st[0];
-            if (step < APPLY_SPECIFIC(sa_lane_blocks)(j, lane)) {
+            if (step < nb) {
                 __atomic_store_n(&st[0], step + 1, __ATOMIC_RELEASE);
                 if (!__atomic_load_n(&j->bad, __ATOMIC_RELAXED))
-                    j->run(j, lane, step);
+                    j->run(j, best, step);
             }
             __atomic_store_n(&st[1], 0, __ATOMIC_RELEASE);
-            if (step < APPLY_SPECIFIC(sa_lane_blocks)(j, lane))
+            if (step < nb)
                 return;
+            continue; /* the lane ran out meanwhile: look again */
         }
-        /* Every lane with blocks left is held by another thread (as many
-         * tasks as blocks: one is left for this task): wait for one. */
+        /* Every lane with blocks left is held by another thread (there are
+         * as many tasks as blocks: one is left for this task): wait. */
         if (start == 0)
             start = bc_now_ns();
         if (++k & 255 || bc_now_ns() - start < BC_POOL_SPIN_NS / 4)
