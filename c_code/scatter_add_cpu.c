@@ -562,22 +562,18 @@ static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
  * operating system preempted in the middle of a block (a stall, which the
  * call reports to the pool: calls then run on one thread for a while). */
 #define SA_JOB APPLY_SPECIFIC(sa_job)
-#define SA_JOB_TAG APPLY_SPECIFIC(sa_job_tag)
-typedef struct SA_JOB_TAG SA_JOB;
-typedef void (*APPLY_SPECIFIC(sa_block_fn))(SA_JOB *j, int lane, npy_intp step);
-struct SA_JOB_TAG {
+typedef struct {
     const SA_CTX *c;
     int parts;           /* lanes */
     npy_intp block;      /* indices of a block of idx */
     npy_intp nblocks;    /* blocks of idx */
-    APPLY_SPECIFIC(sa_block_fn) run; /* run block `step` of a lane */
     npy_intp *lanes;     /* per lane, SA_LANE_STRIDE apart: blocks started, lock */
-    SA_ACC_T *priv;      /* by thread: parts - 1 private copies of out */
+    SA_ACC_T *priv;      /* by thread: parts - 1 private copies of out (NULL: by row) */
     npy_intp copy;       /* ... of this many elements each */
     npy_intp merge_rows; /* ... added into out this many rows per task */
     int bad;             /* atomic: a block met a bad index (c->check only) */
     int stalled;         /* atomic: a thread waited over BC_POOL_STALL_NS for a lane */
-};
+} SA_JOB;
 
 /* The state of a lane, one cache line from the next lane's. */
 #define SA_LANE_STRIDE ((npy_intp)(64 / sizeof(npy_intp)))
@@ -589,6 +585,53 @@ static npy_intp APPLY_SPECIFIC(sa_lane_blocks)(const SA_JOB *j, int lane)
     if (j->priv == NULL)
         return j->nblocks;
     return (j->nblocks - lane + j->parts - 1) / j->parts;
+}
+
+/* By thread, block `step` of lane `lane`: block step * parts + lane of idx
+ * into out (lane 0) or into private copy lane - 1, which the lane's first
+ * block fills with the additive identity: 0, or -0.0 for floats (x + -0.0 is
+ * x for every x, -0.0 included, where x + 0.0 would turn a -0.0 of the base
+ * into 0.0).  A block always goes into the same array, after the same
+ * blocks, so float sums depend on the thread count only. */
+static void APPLY_SPECIFIC(sa_chunk_block)(SA_JOB *j, int lane, npy_intp step)
+{
+    const SA_CTX *c = j->c;
+    const npy_intp lo = (step * j->parts + lane) * j->block;
+    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
+    int found;
+    if (lane == 0) {
+        found = APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
+    } else {
+        SA_ACC_T *p = j->priv + (npy_intp)(lane - 1) * j->copy;
+        if (step == 0) {
+            /* The copy is filled by the thread that first adds into it, so
+             * that its pages sit near that thread. */
+#if SA_OUT_FLOAT
+            npy_intp r;
+            for (r = 0; r < j->copy; r++)
+                p[r] = (SA_ACC_T)-0.0;
+#else
+            memset(p, 0, (size_t)j->copy * sizeof(SA_ACC_T));
+#endif
+        }
+        found = APPLY_SPECIFIC(sa_accumulate)(c, (char *)p,
+                                              c->rowlen * (npy_intp)sizeof(SA_ACC_T), 1, lo, hi,
+                                              0, 1);
+    }
+    if (found)
+        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* By row, block `step` of lane `lane`: block step of idx, adding the
+ * increments of the rows that owner `lane` owns (sa_owner). */
+static void APPLY_SPECIFIC(sa_rows_block)(SA_JOB *j, int lane, npy_intp step)
+{
+    const SA_CTX *c = j->c;
+    const npy_intp lo = step * j->block;
+    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
+    if (APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, lo, hi, lane,
+                                      j->parts))
+        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
 /* A task: run the next block of a lane that no other thread holds: of the
@@ -630,8 +673,12 @@ static void APPLY_SPECIFIC(sa_lane_task)(void *arg, int part, npy_intp task)
             step = st[0];
             if (step < nb) {
                 __atomic_store_n(&st[0], step + 1, __ATOMIC_RELEASE);
-                if (!__atomic_load_n(&j->bad, __ATOMIC_RELAXED))
-                    j->run(j, best, step);
+                if (__atomic_load_n(&j->bad, __ATOMIC_RELAXED))
+                    ; /* a bad index: out is dropped, the copies are not merged */
+                else if (j->priv != NULL)
+                    APPLY_SPECIFIC(sa_chunk_block)(j, best, step);
+                else
+                    APPLY_SPECIFIC(sa_rows_block)(j, best, step);
             }
             __atomic_store_n(&st[1], 0, __ATOMIC_RELEASE);
             if (step < nb)
@@ -649,7 +696,7 @@ static void APPLY_SPECIFIC(sa_lane_task)(void *arg, int part, npy_intp task)
     }
 }
 
-/* Run the blocks of every lane (parts, block, nblocks, run must be set), then
+/* Run the blocks of every lane (parts, block, nblocks, priv must be set), then
  * tell the pool of a stall that the tasks saw.  0, or -1 when out of memory
  * (nothing has been run then). */
 static int APPLY_SPECIFIC(sa_run_lanes)(SA_JOB *j, int nt)
@@ -667,41 +714,6 @@ static int APPLY_SPECIFIC(sa_run_lanes)(SA_JOB *j, int nt)
     free(j->lanes);
     j->lanes = NULL;
     return 0;
-}
-
-/* By thread, block `step` of lane `lane`: block step * parts + lane of idx
- * into out (lane 0) or into private copy lane - 1, which the lane's first
- * block fills with the additive identity: 0, or -0.0 for floats (x + -0.0 is
- * x for every x, -0.0 included, where x + 0.0 would turn a -0.0 of the base
- * into 0.0).  A block always goes into the same array, after the same
- * blocks, so float sums depend on the thread count only. */
-static void APPLY_SPECIFIC(sa_chunk_block)(SA_JOB *j, int lane, npy_intp step)
-{
-    const SA_CTX *c = j->c;
-    const npy_intp lo = (step * j->parts + lane) * j->block;
-    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
-    int found;
-    if (lane == 0) {
-        found = APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, 1, lo, hi, 0, 1);
-    } else {
-        SA_ACC_T *p = j->priv + (npy_intp)(lane - 1) * j->copy;
-        if (step == 0) {
-            /* The copy is filled by the thread that first adds into it, so
-             * that its pages sit near that thread. */
-#if SA_OUT_FLOAT
-            npy_intp r;
-            for (r = 0; r < j->copy; r++)
-                p[r] = (SA_ACC_T)-0.0;
-#else
-            memset(p, 0, (size_t)j->copy * sizeof(SA_ACC_T));
-#endif
-        }
-        found = APPLY_SPECIFIC(sa_accumulate)(c, (char *)p,
-                                              c->rowlen * (npy_intp)sizeof(SA_ACC_T), 1, lo, hi,
-                                              0, 1);
-    }
-    if (found)
-        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
 /* By thread, merge task t: rows [t * merge_rows, ...) of every copy, in copy
@@ -738,7 +750,6 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, npy_intp bloc
     j.block = block;
     j.nblocks = (c->n + block - 1) / block;
     j.parts = (npy_intp)nt < j.nblocks ? nt : (int)j.nblocks;
-    j.run = APPLY_SPECIFIC(sa_chunk_block);
     j.copy = c->nrows * c->rowlen;
     bytes = (size_t)(j.parts - 1) * (size_t)j.copy * sizeof(SA_ACC_T);
     j.priv = (SA_ACC_T *)malloc(bytes ? bytes : 1);
@@ -760,18 +771,6 @@ static int APPLY_SPECIFIC(sa_run_private)(const SA_CTX *c, int nt, npy_intp bloc
     return 0;
 }
 
-/* By row, block `step` of lane `lane`: block step of idx, adding the
- * increments of the rows that owner `lane` owns (sa_owner). */
-static void APPLY_SPECIFIC(sa_rows_block)(SA_JOB *j, int lane, npy_intp step)
-{
-    const SA_CTX *c = j->c;
-    const npy_intp lo = step * j->block;
-    const npy_intp hi = c->n - lo < j->block ? c->n : lo + j->block;
-    if (APPLY_SPECIFIC(sa_accumulate)(c, c->out, c->ostride, c->out_contig, lo, hi, lane,
-                                      j->parts))
-        __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
-}
-
 /* By row: one pool run over the blocks of idx of every owner of rows.
  * Returns 1 when a bad index was met, 0, or -1 when out of memory (nothing
  * has been written then). */
@@ -783,7 +782,6 @@ static int APPLY_SPECIFIC(sa_run_rows)(const SA_CTX *c, int nt, npy_intp block)
     j.parts = nt;
     j.block = block;
     j.nblocks = (c->n + block - 1) / block;
-    j.run = APPLY_SPECIFIC(sa_rows_block);
     if (APPLY_SPECIFIC(sa_run_lanes)(&j, nt) != 0)
         return -1;
     return __atomic_load_n(&j.bad, __ATOMIC_RELAXED);
@@ -975,7 +973,6 @@ fail:
 #undef SA_INC_STRIDED
 #undef SA_CTX
 #undef SA_JOB
-#undef SA_JOB_TAG
 #undef SA_LANE_STRIDE
 #ifdef SA_VEC_T
 #undef SA_VEC_T

@@ -348,7 +348,8 @@ def _static_data(text: str):
     (outside any braces), and ``static`` locals of functions."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"^\s*#.*(?:\\\n.*)*$", "", text, flags=re.M)  # preprocessor lines
+    text = re.sub(r"\\\n", " ", text)  # continued lines (a macro's body) as one
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.M)  # preprocessor lines
     found = [
         " ".join(m.split())
         for m in re.findall(r"\bstatic\s+(?:APPLY_SPECIFIC\(\w+\)\s*)?[^;{}()]*;", text)
