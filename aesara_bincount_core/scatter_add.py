@@ -76,12 +76,17 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     Semantics are those of Aesara's ``AdvancedIncSubtensor1`` (inc) and of
     :func:`numpy.add.at`: duplicate indices accumulate; a negative index
     wraps once, Python style.  Integer sums wrap modulo ``2**bits``.  Float
-    sums are taken in the output dtype; one thread, and OpenMP's split by
-    row (wide rows), add in index order, as NumPy does; OpenMP's split by
-    index (narrow rows, few against the increments) adds per-thread partial
-    sums, so float results can then differ from :func:`numpy.add.at` in the
-    last bits, and are the same on every call for a fixed thread count.  The algorithm is
-    described in ``c_code/scatter_add_cpu.c``.
+    sums are taken in the output dtype; one thread, and the split by row
+    with OpenMP (wide rows), add in index order, as NumPy does; the split by
+    index (narrow rows, few against the increments) adds the blocks of
+    ``idx``, dealt out in turn, into one partial sum per thread, so float
+    results can then differ from :func:`numpy.add.at` in the last bits, and
+    are the same on every call for a fixed thread count, whichever thread
+    ran which block and however busy the machine.  The threads are the workers of the pool that
+    :class:`~aesara_bincount.Bincount` uses (one per process): a
+    call never waits for a worker that has not started (see
+    :doc:`thread_safety`).  The algorithm is described in
+    ``c_code/scatter_add_cpu.c``.
 
     Errors, raised when the compiled function runs (the Op checks every
     index before it writes anything, so an in-place base, such as a shared
@@ -121,7 +126,12 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     __props__ = ("onto", "inplace", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
-    c_sources = ("bincount_common.h", "scatter_add_common.h", "scatter_add_cpu.c")
+    c_sources = (
+        "bincount_common.h",
+        "bincount_pool.h",
+        "scatter_add_common.h",
+        "scatter_add_cpu.c",
+    )
     #: Bump by hand only for changes outside the C files (which are hashed).
     version = 1
 

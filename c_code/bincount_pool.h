@@ -29,11 +29,11 @@
  * slot left) touches nothing else, so a worker woken long after a call
  * returned cannot reach the finished call's data.
  *
- * One pool serves every Bincount module of the process.  It lives in a
- * PyCapsule stored as an attribute of the Python package aesara_bincount_core
- * (BC_POOL_ATTR; the attribute name carries the layout version of the struct
- * below), so the compiled modules keep no static data and share their
- * threads.  The pool is read and created under the GIL, which every call
+ * One pool serves every Bincount and ScatterAdd module of the process.  It
+ * lives in a PyCapsule stored as an attribute of the Python package
+ * aesara_bincount_core (BC_POOL_ATTR; the attribute name carries the layout
+ * version of the struct below), so the compiled modules keep no static data
+ * and share their threads.  The pool is read and created under the GIL, which every call
  * holds.  Workers never call into Python.  A process forked from one that had
  * a pool gets a new pool (the workers do not survive fork()).  Workers block
  * all signals, wait on a condition variable when idle (after spinning for
@@ -245,6 +245,36 @@ done:
     return p;
 }
 
+/* After a threaded run: back off after a stall (10 ms, doubling with each
+ * further stall up to 1 s), else halve the next back-off.  Called by the
+ * caller only, under the GIL. */
+static void bc_pool_back_off(bc_pool *p, int stalled)
+{
+    if (stalled) {
+        p->solo_ns = p->solo_ns < BC_POOL_SOLO_MIN_NS ? BC_POOL_SOLO_MIN_NS
+                     : p->solo_ns * 2 > BC_POOL_SOLO_MAX_NS ? BC_POOL_SOLO_MAX_NS
+                                                             : p->solo_ns * 2;
+        p->solo_until = bc_now_ns() + p->solo_ns;
+    } else {
+        p->solo_ns /= 2;
+    }
+}
+
+/* Whether a run started now would share its tasks with workers: 0 while
+ * the process has no pool, while the pool is in use, or while it backs off
+ * after a stall (bc_pool_run would then run every task on this thread),
+ * else 1.  A caller whose threaded plan costs more than its single-thread
+ * plan when run on one thread (ScatterAdd's private copies, its split by
+ * row) asks this first.  Only a hint: bc_pool_run decides again.  Needs the
+ * GIL (which every caller holds, and under which the back-off is kept). */
+static int bc_pool_threaded(void)
+{
+    bc_pool *p = bc_pool_get();
+    if (p == NULL || __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
+        return 0;
+    return bc_now_ns() >= p->solo_until;
+}
+
 /* Run fn(arg, part, task) for every task in [0, ntasks), in increasing order
  * of claim, with up to `nt` participants: this thread (part 0) and workers of
  * the process's pool that are running.  Returns the number of participant
@@ -317,16 +347,20 @@ static int bc_pool_run(int nt, npy_intp ntasks, bc_task_fn fn, void *arg)
         }
         waited = bc_now_ns() - mine - per_task;
     }
-    if (waited > BC_POOL_STALL_NS) {
-        p->solo_ns = p->solo_ns < BC_POOL_SOLO_MIN_NS ? BC_POOL_SOLO_MIN_NS
-                     : p->solo_ns * 2 > BC_POOL_SOLO_MAX_NS ? BC_POOL_SOLO_MAX_NS
-                                                             : p->solo_ns * 2;
-        p->solo_until = bc_now_ns() + p->solo_ns;
-    } else {
-        p->solo_ns /= 2;
-    }
+    bc_pool_back_off(p, waited > BC_POOL_STALL_NS);
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return nt;
+}
+
+/* Count a stall that the tasks of a run saw themselves (a task that waited
+ * longer than BC_POOL_STALL_NS for another task it depends on, which
+ * bc_pool_run cannot see): calls then run on one thread for a while, as
+ * after a stall of bc_pool_run.  Call it after that run.  Needs the GIL. */
+static void bc_pool_stalled(void)
+{
+    bc_pool *p = bc_pool_get();
+    if (p != NULL)
+        bc_pool_back_off(p, 1);
 }
 
 #endif /* AESARA_BINCOUNT_POOL_H */
