@@ -285,3 +285,18 @@ def test_expected_rows_is_np_add_at():
     got = expected_rows(np.zeros((3, 2)), np.array([[1.0, 2.0]]), np.array([0, -3, 2]))
     np.testing.assert_array_equal(got, [[2.0, 4.0], [0.0, 0.0], [1.0, 2.0]])
     assert not scatter_nodes(aesara.function([], at.constant(1)))
+
+
+def test_uint64_index_near_two_to_the_64_is_the_one_deliberate_difference():
+    # Aesara's graph casts a uint64 index to int64, so 2**64 - 1 is -1 and
+    # adds into the last row; ScatterAdd takes the index at its value and
+    # raises (docs/semantics.rst, the last row of the rows table).
+    W, i = at.dmatrix("W"), at.vector("i", dtype="uint64")
+    out = at.inc_subtensor(W[i], 1.0)
+    base, idx = np.zeros((5, 2)), np.array([2**64 - 1], dtype="uint64")
+    aesaras = aesara.function([W, i], out, mode=aesara.compile.mode.get_default_mode().excluding("bincount"))
+    np.testing.assert_array_equal(aesaras(base, idx)[4], [1.0, 1.0])
+    ours = aesara.function([W, i], out)
+    assert scatter_nodes(ours)
+    with pytest.raises(IndexError, match="18446744073709551615 at position 0"):
+        ours(base, idx)
