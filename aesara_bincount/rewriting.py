@@ -160,10 +160,14 @@ def _zeros_length(base: Variable) -> Optional[Variable]:
     """The length of ``base`` if it is a 1-D array of zeros, else None.
 
     ``Alloc(0, n)`` (what ``zeros`` builds), ``BroadcastTo(0, n)`` (what
-    canonicalize makes of an ``Alloc`` under an ``add``) and constants count.
+    canonicalize makes of an ``Alloc`` under an ``add``) and constants count,
+    also under a cast (``zeros(n, "float32").astype("float64")``: the node
+    must not wait for a later rewrite to fold the cast, as ``ScatterAdd``'s
+    rewrite, which takes every other scatter-add, would take it first).
     """
     if base.type.ndim != 1:
         return None
+    base = _strip_casts(base)
     if base.owner is not None and isinstance(base.owner.op, (Alloc, BroadcastTo)):
         value, *shape = base.owner.inputs
         if len(shape) == 1 and _is_plus_zero(_constant_value(value)):
