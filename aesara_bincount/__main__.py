@@ -215,7 +215,7 @@ def main(argv=None) -> int:
     print(
         f"load average: {load:.2f}"
         + (
-            " (other processes are using the cores: OpenMP rows wait for them, see README)"
+            " (other processes are using the cores: the OpenMP rows share them, see README)"
             if busy
             else ""
         )
