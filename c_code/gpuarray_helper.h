@@ -155,11 +155,25 @@ static int bc_gpuarray_ptr(PyObject *a, unsigned long long *ptr)
     return rc;
 }
 
+/* The CUDA device of the cupy.ndarray `a` (a.data.device_id) into *device. */
+static int bc_gpuarray_device(PyObject *a, int *device)
+{
+    long long id;
+    PyObject *data = PyObject_GetAttrString(a, "data");
+    int rc;
+    if (data == NULL)
+        return -1;
+    rc = bc_read_ll(data, "device_id", &id);
+    Py_DECREF(data);
+    if (rc == 0)
+        *device = (int)id;
+    return rc;
+}
+
 /* Fill *info for a 0-d or 1-d cupy.ndarray `a`; `what` names it in errors. */
 static int bc_gpuarray_info_of(PyObject *a, const char *what, bc_gpuarray_info *info)
 {
-    long long ndim, itemsize, device;
-    PyObject *data;
+    long long ndim, itemsize;
     memset(info, 0, sizeof(*info));
     if (bc_read_ll(a, "ndim", &ndim) != 0 || bc_read_ll(a, "itemsize", &itemsize) != 0)
         return -1;
@@ -188,16 +202,7 @@ static int bc_gpuarray_info_of(PyObject *a, const char *what, bc_gpuarray_info *
     }
     if (bc_gpuarray_ptr(a, &info->ptr) != 0)
         return -1;
-    data = PyObject_GetAttrString(a, "data");
-    if (data == NULL)
-        return -1;
-    if (bc_read_ll(data, "device_id", &device) != 0) {
-        Py_DECREF(data);
-        return -1;
-    }
-    Py_DECREF(data);
-    info->device = (int)device;
-    return 0;
+    return bc_gpuarray_device(a, &info->device);
 }
 
 /* A new 1-d cupy.ndarray of `length` elements of `dtype` (a dtype or its name):

@@ -168,8 +168,7 @@ static int APPLY_SPECIFIC(sa_gpu_read_tuple)(PyObject *a, const char *name, int 
 
 static int APPLY_SPECIFIC(sa_gpu_describe)(PyObject *a, APPLY_SPECIFIC(sa_gpu_array) *d)
 {
-    long long ndim, device;
-    PyObject *data;
+    long long ndim;
     memset(d, 0, sizeof(*d));
     if (bc_read_ll(a, "ndim", &ndim) != 0)
         return -1;
@@ -182,16 +181,7 @@ static int APPLY_SPECIFIC(sa_gpu_describe)(PyObject *a, APPLY_SPECIFIC(sa_gpu_ar
         APPLY_SPECIFIC(sa_gpu_read_tuple)(a, "strides", d->ndim, d->strides) != 0 ||
         bc_gpuarray_ptr(a, &d->ptr) != 0)
         return -1;
-    data = PyObject_GetAttrString(a, "data");
-    if (data == NULL)
-        return -1;
-    if (bc_read_ll(data, "device_id", &device) != 0) {
-        Py_DECREF(data);
-        return -1;
-    }
-    Py_DECREF(data);
-    d->device = (int)device;
-    return 0;
+    return bc_gpuarray_device(a, &d->device);
 }
 
 /* Whether dimensions 1.. of (dims, strides) lay each row out C-contiguously
