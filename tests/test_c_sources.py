@@ -112,3 +112,31 @@ def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatt
                "-Wno-unused-function", *defines, *INCLUDES, os.path.join(C_DIR, "bincount_cpu.c")]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
+
+
+def test_scatter_add_parts_instantiate_twice_in_one_module(tmp_path):
+    """A module with two ScatterAdd nodes holds scatter_add_cpu.c (and the three
+    parts it includes) twice, with other APPLY_SPECIFIC names and dtypes: the
+    parts' once-per-instantiation guards must be reset at the end of the file."""
+
+    def node(name, out, idx, flt, signed):
+        macros = {
+            "APPLY_SPECIFIC(str)": f"str##_{name}", "DTYPE_INPUT_0": f"npy_{out}",
+            "DTYPE_INPUT_1": f"npy_{out}", "DTYPE_INPUT_2": f"npy_{idx}",
+            "DTYPE_OUTPUT_0": f"npy_{out}", "TYPENUM_OUTPUT_0": str(np.dtype(out).num),
+            "ITEMSIZE_OUTPUT_0": str(np.dtype(out).itemsize), "SA_ONTO_ZEROS": "0",
+            "SA_INPLACE": "0", "SA_OUT_FLOAT": str(flt), "SA_IDX_SIGNED": str(signed),
+        }
+        define = "".join(f"#define {k} {v}\n" for k, v in macros.items())
+        undef = "".join(f"#undef {k.split('(')[0]}\n" for k in macros)
+        return f'{define}#include "scatter_add_cpu.c"\n{undef}'
+
+    src = tmp_path / "two_nodes.c"
+    src.write_text(node("a", "float32", "int32", 1, 1) + node("b", "int16", "uint64", 0, 0))
+    for compiler, flags in (("gcc", ["-x", "c", "-std=c99", "-fopenmp"]), ("g++", ["-x", "c++"])):
+        if shutil.which(compiler) is None:
+            pytest.skip(f"{compiler} not installed")
+        cmd = [compiler, *flags, "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+               "-Wno-unused-function", *INCLUDES, str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
