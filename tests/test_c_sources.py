@@ -39,7 +39,7 @@ def test_file_compiles_on_its_own(path, compiler, flags):
 
 def test_no_section_markers_or_templating():
     """No ExternalCOp section markers, no %(name)s or $name text templating."""
-    for path in C_FILES + sorted(glob.glob(os.path.join(C_DIR, "*.cu"))):
+    for path in C_FILES + sorted(glob.glob(os.path.join(C_DIR, "*.cu*"))):
         with open(path, encoding="utf-8") as f:
             code = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
         assert "#section" not in code, path
