@@ -46,8 +46,9 @@ BC_LIB_EXPORT long long bc_lib_error_size(void)
  * returned; else -1 with *err filled.
  */
 BC_LIB_EXPORT int bc_lib_bincount(
-    bc_CUdeviceptr x_ptr, long long x_length, long long x_stride, int x_ndim, int x_device,
-    int weighted, bc_CUdeviceptr w_ptr, long long w_length, long long w_stride, int w_ndim,
+    bc_CUdeviceptr x_ptr, long long x_length, long long x_stride_bytes, int x_itemsize, int x_ndim,
+    int x_device, int weighted, bc_CUdeviceptr w_ptr, long long w_length, long long w_stride_bytes,
+    int w_ndim,
     int w_device, int scatter, int x_signed, int out_dtype, int out_itemsize, int buffer_dtype,
     int buffer_itemsize, int shared_itemsize, long long n, long long capacity_hint,
     unsigned long long stream, unsigned long long k_context, unsigned long long k_hist,
@@ -67,13 +68,15 @@ BC_LIB_EXPORT int bc_lib_bincount(
     memset(&c, 0, sizeof(c));
     c.x.ptr = x_ptr;
     c.x.length = x_length;
-    c.x.stride = x_stride;
+    c.x.stride_bytes = x_stride_bytes;
+    c.x.itemsize = x_itemsize;
     c.x.ndim = x_ndim;
     c.x.device = x_device;
     c.weighted = weighted;
     c.weights.ptr = w_ptr;
     c.weights.length = w_length;
-    c.weights.stride = w_stride;
+    c.weights.stride_bytes = w_stride_bytes;
+    c.weights.itemsize = out_itemsize; /* the weights have the output's dtype */
     c.weights.ndim = w_ndim;
     c.weights.device = w_device;
     c.scatter = scatter;
@@ -132,8 +135,8 @@ BC_LIB_EXPORT long long bc_lib_buffer_elements(long long bins, long long itemsiz
  * without waiting: the kernel alone, for benchmarks.  Returns 0, or -1 with
  * *err filled.
  */
-BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, long long x_stride,
-                                   int buffer_itemsize, int shared_itemsize, long long bins,
+BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length,
+                                   long long x_stride_bytes, int x_itemsize, int buffer_itemsize, int shared_itemsize, long long bins,
                                    bc_CUdeviceptr buffer, unsigned long long stream,
                                    unsigned long long k_hist, long long k_resident_blocks,
                                    long long k_shared_budget, bc_cuda_error *err)
@@ -150,7 +153,8 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, lon
     memset(&k, 0, sizeof(k));
     c.x.ptr = x_ptr;
     c.x.length = x_length;
-    c.x.stride = x_stride;
+    c.x.stride_bytes = x_stride_bytes;
+    c.x.itemsize = x_itemsize;
     c.x.ndim = 1;
     c.buffer_itemsize = buffer_itemsize;
     c.shared_itemsize = shared_itemsize;
@@ -168,9 +172,9 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, lon
  * out (bc_rows_call, bc_rows_kernels).  Returns 0, or -1 with *err filled.
  */
 BC_LIB_EXPORT int bc_lib_scatter_rows(
-    bc_CUdeviceptr out, long long out_row, int out_device, bc_CUdeviceptr inc, long long inc_row,
-    long long inc_elem, int inc_device, bc_CUdeviceptr idx_ptr, long long idx_length,
-    long long idx_stride, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
+    bc_CUdeviceptr out, long long out_row_bytes, int out_device, int out_itemsize,
+    bc_CUdeviceptr inc, long long inc_row_bytes, long long inc_elem, int inc_device,
+    bc_CUdeviceptr idx_ptr, long long idx_length, long long idx_stride_bytes, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
     long long row_size, int check_only, unsigned long long stream, unsigned long long k_context,
     unsigned long long k_check, unsigned long long k_add, long long k_resident_blocks,
     bc_lib_alloc_fn alloc, bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
@@ -185,19 +189,20 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
         return -1;
     memset(&c, 0, sizeof(c));
     c.out = out;
-    c.out_row = out_row;
+    c.out_row_bytes = out_row_bytes;
     c.out_device = out_device;
+    c.out_itemsize = out_itemsize;
     c.inc = inc;
-    c.inc_row = inc_row;
+    c.inc_row_bytes = inc_row_bytes;
     c.inc_elem = inc_elem;
     c.inc_device = inc_device;
     c.idx.ptr = idx_ptr;
     c.idx.length = idx_length;
-    c.idx.stride = idx_stride;
+    c.idx.stride_bytes = idx_stride_bytes;
     c.idx.ndim = 1;
     c.idx.device = idx_device;
     c.idx_signed = idx_signed;
-    c.idx_itemsize = idx_itemsize;
+    c.idx.itemsize = idx_itemsize;
     c.nrows = nrows;
     c.row_size = row_size;
     c.check_only = check_only;
@@ -212,6 +217,14 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     host.unlock = NULL; /* ctypes already let go of the GIL */
     host.relock = NULL;
     return bc_cuda_scatter_rows(api, &c, &k, &host, err);
+}
+
+/* bc_cuda_check_aligned: 0, or -1 with *err filled (BC_CUDA_E_ALIGN naming `what`). */
+BC_LIB_EXPORT int bc_lib_check_aligned(const char *what, bc_CUdeviceptr ptr, long long stride_bytes,
+                                       long long itemsize, bc_cuda_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    return bc_cuda_check_aligned(what, ptr, stride_bytes, itemsize, err);
 }
 
 /* bc_cuda_rows_plan: out = {check blocks, blocks, lanes, chunk, tiles, items}. */
