@@ -87,20 +87,26 @@ template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_p
         atomicMax(&status->bad_pos_inv, ~first_bad);
 }
 
-/* How a running sum of dtype OUT is kept (ACC) and added to out. */
+/* How a running sum of dtype OUT is kept (ACC), where it starts (zero(): the
+ * additive identity) and how it is added to out.  Float sums start at -0.0,
+ * not +0.0: -0.0 + v is v for every v, -0.0 included, so a base of -0.0 that
+ * receives only -0.0 stays -0.0, as in np.add.at. */
 template <typename OUT> struct rows_acc;
 template <> struct rows_acc<float> {
     typedef float type;
+    static __device__ __forceinline__ float zero() { return -0.0f; }
     static __device__ __forceinline__ void add(float *p, float v) { global_add(p, v); }
 };
 template <> struct rows_acc<double> {
     typedef double type;
+    static __device__ __forceinline__ double zero() { return -0.0; }
     static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
 };
 /* 32- and 64-bit integers: unsigned arithmetic, so sums wrap. */
 #define BC_ROWS_WORD(T, U)                                                                    \
     template <> struct rows_acc<T> {                                                          \
         typedef U type;                                                                       \
+        static __device__ __forceinline__ U zero() { return 0u; }                             \
         static __device__ __forceinline__ void add(T *p, U v)                                 \
         {                                                                                     \
             atomicAdd(reinterpret_cast<U *>(p), v);                                           \
@@ -136,6 +142,7 @@ template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
 #define BC_ROWS_NARROW(T)                                                                     \
     template <> struct rows_acc<T> {                                                          \
         typedef bc_u32 type;                                                                  \
+        static __device__ __forceinline__ bc_u32 zero() { return 0u; }                        \
         static __device__ __forceinline__ void add(T *p, bc_u32 v) { narrow_add(p, v); }      \
     };
 BC_ROWS_NARROW(signed char)
@@ -181,7 +188,7 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
                 run_row = row;
 #pragma unroll
                 for (int t = 0; t < TILE; t++)
-                    sum[t] = (ACC)0;
+                    sum[t] = rows_acc<OUT>::zero();
             }
             const OUT *src = inc + i * p.inc_row;
 #pragma unroll

@@ -176,7 +176,11 @@ def module_options(x_dtype: str) -> Tuple[str, ...]:
 
 
 def compile_module(
-    x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = None, family: str = "hist"
+    x_dtype: str,
+    cc: int,
+    nvrtc_lib: Optional[nvrtc.Nvrtc] = None,
+    family: str = "hist",
+    refresh: bool = False,
 ):
     """Compile (or fetch from the cache) one family's kernels for one dtype of x.
 
@@ -191,6 +195,8 @@ def compile_module(
     family : str
         ``"hist"`` (the histogram and conversion kernels) or ``"rows"`` (the
         scatter-add of rows); see :data:`FAMILIES`.
+    refresh : bool
+        Compile again even when cached (:func:`nvrtc.compile_cached`).
 
     Returns
     -------
@@ -208,4 +214,5 @@ def compile_module(
         module_options(x_dtype),
         headers={h: _c_code.read_source(h) for h in (KERNEL_HEADER, DEVICE_HEADER)},
         nvrtc=nvrtc_lib,
+        refresh=refresh,
     )
