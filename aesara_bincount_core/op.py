@@ -103,8 +103,9 @@ class Bincount(OpenMPCFileOp):
 
     The algorithm (one pass over ``x`` with privatized, interleaved
     histograms, or a direct path for many bins) is described in
-    ``c_code/bincount_cpu.c``.  The call holds the GIL; it runs on the CPU
-    only and never synchronises with a device.
+    ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
+    regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
+    it runs on the CPU only and never synchronises with a device.
     """
 
     __props__ = ("mode", "out_dtype", "openmp")

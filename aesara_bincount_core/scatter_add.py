@@ -85,7 +85,8 @@ class ScatterAdd(OpenMPCFileOp):
     :class:`~aesara_bincount.Bincount` uses (one per process): a
     call never waits for a worker that has not started (see
     :doc:`thread_safety`).  The algorithm is described in
-    ``c_code/scatter_add_cpu.c``.
+    ``c_code/scatter_add_cpu.c`` and the three parts it includes
+    (``scatter_add_cpu_check.h``, ``_loops.h``, ``_lanes.h``).
 
     Errors, raised when the compiled function runs (the Op checks every
     index before it writes anything, so an in-place base, such as a shared

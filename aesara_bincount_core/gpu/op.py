@@ -100,6 +100,7 @@ class GpuBincount(GpuCFileOp):
     )
     c_function = "gpu_bincount"
     cpu_verb = "count"
+    kernel_sources = sources.kernel_files("hist")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 

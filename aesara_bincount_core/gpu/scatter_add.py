@@ -54,7 +54,7 @@ class GpuScatterAdd(GpuCFileOp):
     back after the indices are checked (the time then follows the size of the
     base).  The algorithm (a warp per row for rows of 32 elements or more,
     running sums for runs of equal indices, atomics) is described in
-    ``c_code/bincount_cuda_kernel.cu``.
+    ``c_code/scatter_add_cuda_kernel.cu``.
 
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
@@ -91,6 +91,7 @@ class GpuScatterAdd(GpuCFileOp):
     )
     c_function = "gpu_scatter_add"
     cpu_verb = "add"
+    kernel_sources = sources.kernel_files("rows")
 
     def __init__(self, onto: str = "base", inplace: bool = False):
         self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
