@@ -612,6 +612,23 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     return OK;
 }
 
+/* Test API: make cuStreamIsCapturing report `status` (1: a CUDA graph capture
+ * is under way on every stream; 0: none). */
+int capture_status = 0;
+void fake_cuda_set_capturing(int status)
+{
+    capture_status = status;
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *status)
+{
+    (void)stream;
+    if (sticky.load())
+        return sticky.load();
+    *status = capture_status;
+    return OK;
+}
+
 CUresult cuStreamSynchronize(void *stream)
 {
     if (sticky.load())
