@@ -98,6 +98,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u32_u16", (void *)&bincount_finish_u32_u16, 1},
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
+    {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
 };
 #undef H
 #undef R
