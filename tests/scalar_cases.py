@@ -12,7 +12,11 @@ from aesara.scalar.basic import Composite, ScalarOp
 
 from aesara_bincount_core import scalar_codegen
 
-__all__ = ["all_scalar_ops", "cases", "values", "operands", "safe_for"]
+__all__ = ["all_scalar_ops", "cases", "values", "operands", "safe_for", "DIVISIONS", "chunks",
+           "cpu_reference"]
+
+#: The ops whose integer forms raise ZeroDivisionError on a zero divisor.
+DIVISIONS = ("floor_divide", "mod")
 
 
 def all_scalar_ops():
@@ -61,7 +65,7 @@ def safe_for(name, a, b):
     """Mask of the operand pairs on which Aesara's own C code is defined: no
     integer division or modulo by zero (it raises) or of the most negative
     value by -1 (a trap on x86)."""
-    if name not in ("int_div", "floor_div", "mod", "floor_divide") or a.dtype.kind not in "iu":
+    if name not in DIVISIONS or a.dtype.kind not in "iub":
         return np.ones(a.shape, dtype=bool)
     ok = b != 0
     if a.dtype.kind == "i":
@@ -82,3 +86,60 @@ def operands(name, op, dtype):
         return [a[keep], b[keep]]
     rng = np.random.default_rng(nin)
     return [rng.permutation(np.resize(v, 64)) for _ in range(nin)]
+
+
+def chunks(target, size=36, divisions=True):
+    """The accepted cases of :func:`cases` packed into multi-output ``Composite``
+    ops, one dtype each, at most ``size`` outputs: ``[(composite, names,
+    arrays)]``.  Every composite takes four inputs of its dtype, ``a``, ``b``,
+    ``c`` and ``d`` (``b`` with no zero and no -1 facing the most negative
+    value: the divisor of the integer divisions); unary ops read ``a``,
+    binary ones ``a`` and ``b`` (every pair of edge values), others ``a, b, c``.
+    ``divisions=False`` leaves the integer divisions out (the GPU Op only
+    takes them with constant divisors)."""
+    import aesara.scalar as aes
+
+    ok, _ = cases(target)
+    out = []
+    for dtype in scalar_codegen.DTYPES:
+        mine = [(n, op) for n, op, d in ok if d == dtype
+                and (divisions or n not in DIVISIONS or dtype[0] not in "iub")]  # fmt: skip
+        v = values(dtype)
+        a, b = (x.ravel() for x in np.meshgrid(v, v, indexing="ij"))
+        c = np.random.default_rng(len(v)).permutation(a)
+        d = b.copy()
+        if dtype[0] in "iub":
+            d[d == 0] = 1
+            if dtype[0] == "i":
+                d[(a == np.iinfo(dtype).min) & (d == -1)] = 1
+        for start in range(0, len(mine), size):
+            part = mine[start:start + size]
+            ins = [aes.get_scalar_type(dtype)() for _ in range(4)]
+            outs = []
+            for name, op in part:
+                nin = op.nin if op.nin > 0 else 2
+                args = [ins[0], ins[3]] if name in DIVISIONS else ins[:nin]
+                outs.append(op(*args))
+            out.append((aes.Composite(ins, outs), [n for n, _ in part], [a, b, c, d]))
+    return out
+
+
+def cpu_reference(target, dtype, divisions=True):
+    """``({name: output}, arrays)`` of every accepted case of ``dtype``: one
+    ``Composite`` of them all, its ``Elemwise`` compiled by Aesara (FAST_RUN,
+    the C backend) and run on the inputs of :func:`chunks` (one compile per
+    dtype, cached in Aesara's compile folder)."""
+    import aesara
+    import aesara.tensor as at
+    from aesara.tensor.elemwise import Elemwise
+
+    found = {}
+    for comp, names, arrays in chunks(target, size=10**6, divisions=divisions):
+        if arrays[0].dtype != dtype:
+            continue
+        vs = [at.tensor(dtype, shape=(None,)) for _ in arrays]
+        outs = Elemwise(comp)(*vs)
+        f = aesara.function(vs, outs if isinstance(outs, list) else [outs])
+        found.update(zip(names, f(*arrays)))
+        return found, arrays
+    return found, None
