@@ -12,8 +12,7 @@ from aesara.scalar.basic import Composite, ScalarOp
 
 from aesara_bincount_core import scalar_codegen
 
-__all__ = ["all_scalar_ops", "cases", "values", "operands", "safe_for", "DIVISIONS", "chunks",
-           "cpu_reference"]
+__all__ = ["all_scalar_ops", "cases", "values", "DIVISIONS", "chunks", "special_args", "cpu_reference"]
 
 #: The ops whose integer forms raise ZeroDivisionError on a zero divisor.
 DIVISIONS = ("floor_divide", "mod")
@@ -61,40 +60,53 @@ def values(dtype):
     return np.array(sorted(v), dtype=dtype)
 
 
-def safe_for(name, a, b):
-    """Mask of the operand pairs on which Aesara's own C code is defined: no
-    integer division or modulo by zero (it raises) or of the most negative
-    value by -1 (a trap on x86)."""
-    if name not in DIVISIONS or a.dtype.kind not in "iub":
-        return np.ones(a.shape, dtype=bool)
-    ok = b != 0
-    if a.dtype.kind == "i":
-        ok &= ~((a == np.iinfo(a.dtype).min) & (b == -1))
-    return ok
+def special_args(name, dtype, ins):
+    """The inputs of ops whose C code is undefined on some edge values, else None.
+
+    Aesara's C code (and so ours) is undefined in C for: an integer division
+    by zero (it raises) or of the most negative value by -1 (a trap on x86);
+    a float converted to an integer it does not fit (NaN, infinities, out of
+    range: x86 gives the "integer indefinite" value, CUDA saturates), which
+    integer ``pow`` and float-to-integer casts do, and so do ``maximum`` and
+    ``minimum`` of 64-bit integers (Aesara's C code gives its result the type
+    of ``nan("")``, a double, so values past 2**53 round and past the top of
+    the dtype are undefined).  Those get inputs without such values: the
+    divisor ``d``, and the small values ``s1``, ``s2``.
+    """
+    a, b, c, d, s1, s2 = ins
+    if name in DIVISIONS:
+        return [a, d]
+    if name == "pow" and dtype[0] in "iub":
+        return [s1, s2]
+    if name.startswith("convert_to_") and dtype[0] == "f" and name[11:][0] in "iu":
+        return [s1]
+    if name in ("scalar_maximum", "scalar_minimum") and dtype in ("int64", "uint64"):
+        return [s1, s2]  # Aesara's C code takes them through a double
+    return None
 
 
-def operands(name, op, dtype):
-    """The input arrays of one case: every pair of values for binary ops."""
-    v = values(dtype)
-    nin = op.nin if op.nin > 0 else 2
-    if nin == 1:
-        return [v]
-    if nin == 2:
-        a, b = np.meshgrid(v, v, indexing="ij")
-        a, b = a.ravel(), b.ravel()
-        keep = safe_for(name, a, b)
-        return [a[keep], b[keep]]
-    rng = np.random.default_rng(nin)
-    return [rng.permutation(np.resize(v, 64)) for _ in range(nin)]
+def _small(dtype, n):
+    """``s1`` (non-negative, from 1 for integers: pow bases; fractional for
+    floats: casts) and ``s2`` (small exponents, negative ones if signed)."""
+    if dtype == "bool":
+        s1, s2 = [True], [False, True]
+    elif dtype[0] == "f":
+        s1 = [0.0, -0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 99.9, 127.0]
+        s2 = [-2.0, -0.5, 0.0, 0.5, 3.0]
+    else:
+        s1 = list(range(1, 7))
+        s2 = list(range(-3, 4)) if dtype[0] == "i" else list(range(0, 7))
+    return np.resize(np.array(s1, dtype=dtype), n), np.resize(np.array(s2, dtype=dtype)[::-1], n)
 
 
-def chunks(target, size=36, divisions=True):
+def chunks(target, size=34, divisions=True):
     """The accepted cases of :func:`cases` packed into multi-output ``Composite``
     ops, one dtype each, at most ``size`` outputs: ``[(composite, names,
-    arrays)]``.  Every composite takes four inputs of its dtype, ``a``, ``b``,
-    ``c`` and ``d`` (``b`` with no zero and no -1 facing the most negative
-    value: the divisor of the integer divisions); unary ops read ``a``,
-    binary ones ``a`` and ``b`` (every pair of edge values), others ``a, b, c``.
+    arrays)]``.  Every composite takes six inputs of its dtype: ``a``, ``b``
+    (every pair of edge values), ``c`` (``a`` shuffled), ``d`` (``b`` with no
+    zero and no -1 facing the most negative value) and ``s1``, ``s2``
+    (:func:`special_args`); unary ops read ``a``, binary ones ``a`` and
+    ``b``, others ``a, b, c``.
     ``divisions=False`` leaves the integer divisions out (the GPU Op only
     takes them with constant divisors)."""
     import aesara.scalar as aes
@@ -112,15 +124,15 @@ def chunks(target, size=36, divisions=True):
             d[d == 0] = 1
             if dtype[0] == "i":
                 d[(a == np.iinfo(dtype).min) & (d == -1)] = 1
+        s1, s2 = _small(dtype, len(a))
         for start in range(0, len(mine), size):
             part = mine[start:start + size]
-            ins = [aes.get_scalar_type(dtype)() for _ in range(4)]
+            ins = [aes.get_scalar_type(dtype)() for _ in range(6)]
             outs = []
             for name, op in part:
                 nin = op.nin if op.nin > 0 else 2
-                args = [ins[0], ins[3]] if name in DIVISIONS else ins[:nin]
-                outs.append(op(*args))
-            out.append((aes.Composite(ins, outs), [n for n, _ in part], [a, b, c, d]))
+                outs.append(op(*(special_args(name, dtype, ins) or ins[:nin])))
+            out.append((aes.Composite(ins, outs), [n for n, _ in part], [a, b, c, d, s1, s2]))
     return out
 
 

@@ -136,9 +136,8 @@ DTYPE_PARAMS = [d if d in QUICK_DTYPES else pytest.param(d, marks=pytest.mark.sl
 
 
 def _run_case(lib, k, op, name, arrays, like):
-    a, b, c, d = arrays
     nin = op.nin if op.nin > 0 else 2
-    args = [a, d] if name in scalar_cases.DIVISIONS else [a, b, c][:nin]
+    args = scalar_cases.special_args(name, arrays[0].dtype.name, arrays) or arrays[:nin]
     got = np.empty_like(like)
     rc = getattr(lib, f"case{k}")(*[ctypes.c_void_p(x.ctypes.data) for x in args],
                                    ctypes.c_void_p(got.ctypes.data), ctypes.c_long(got.size))  # fmt: skip
@@ -213,3 +212,25 @@ def test_cuda_target_compiles_with_nvrtc():
     headers = {scalar_codegen.CUDA_PREAMBLE: _c_code.read_source(scalar_codegen.CUDA_PREAMBLE)}
     image = nvrtc.compile_cached(source, "scalar_cuda_cases.cu", 80, ("-std=c++17",), headers, lib)
     assert image.data
+
+
+def test_gpu_elemwise_problem():
+    """Which Elemwise nodes GpuElemwise takes (a rule on types and constants;
+    no GPU needed)."""
+    from aesara_bincount_core.gpu.elemwise import gpu_elemwise_problem
+
+    x, y = at.ivector("x"), at.ivector("y")
+    assert gpu_elemwise_problem(at.exp(at.fvector()).owner) is None
+    assert gpu_elemwise_problem((x // 10).owner) is None
+    assert gpu_elemwise_problem((x % np.int32(-3)).owner) is None
+    assert "ZeroDivisionError" in gpu_elemwise_problem((x // y).owner)
+    assert "ZeroDivisionError" in gpu_elemwise_problem((x // 0).owner)
+    s = aes.int32()
+    inner = aes.Composite([s], [aes.int_div(s, aes.constant(np.int32(4)))])
+    assert gpu_elemwise_problem(Elemwise(inner)(x).owner) is None
+    outer = aes.Composite([s, aes.int32()], [aes.int_div(s, s)])
+    assert "ZeroDivisionError" in gpu_elemwise_problem(Elemwise(outer)(x, y).owner)
+    assert "complex" in gpu_elemwise_problem(at.exp(at.cvector()).owner)
+    assert "float16" in gpu_elemwise_problem(at.exp(at.vector(dtype="float16")).owner)
+    assert "dimensions" in gpu_elemwise_problem(at.exp(at.tensor("float64", shape=(None,) * 7)).owner)
+    assert "Elemwise" in gpu_elemwise_problem(at.sum(x).owner)

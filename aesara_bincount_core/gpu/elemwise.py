@@ -33,6 +33,10 @@ __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 KERNEL_FILES = ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
 _LIMITS = header_constants("elemwise_cuda.cuh", "BC_EW_")
 MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS["THREADS"]
+#: No contraction of a * b + c into one fused multiply-add (NVRTC's default,
+#: which x86 code without -mfma never does): so that +, -, * and / round as
+#: on the CPU, bit for bit.  Division and sqrt are IEEE (NVRTC's defaults).
+_NVRTC_OPTIONS = ("-std=c++17", "-fmad=false")
 #: Resident threads per multiprocessor (sm_80 and sm_90: 2048) that size the grid.
 _THREADS_PER_SM = 2048
 
@@ -255,10 +259,10 @@ class GpuElemwise(Op):
 
         cached = getattr(node.tag, "bc_elemwise_kernel", None)
         if cached is None:
-            cached = node.tag.bc_elemwise_kernel = self.kernel_source(node)
-        name, source = cached
-        headers = {f: _c_code.read_source(f) for f in KERNEL_FILES}
-        return modules.generated_function(name, source, headers)
+            headers = {f: _c_code.read_source(f) for f in KERNEL_FILES}
+            cached = node.tag.bc_elemwise_kernel = (*self.kernel_source(node), headers)
+        name, source, headers = cached
+        return modules.generated_function(name, source, headers, _NVRTC_OPTIONS)
 
     def perform(self, node, inputs, output_storage):
         cp = cupy_module()
@@ -280,10 +284,9 @@ class GpuElemwise(Op):
         contiguous = True
         nin = len(inputs)
         for k, (v, a) in enumerate(zip(node.inputs, inputs)):
-            if not isinstance(v.type, GpuArrayType):
+            if not isinstance(v.type, GpuArrayType):  # a host scalar: a kernel argument
                 value = np.asarray(a, dtype=v.type.dtype).reshape(())
                 p.scalars[k] = int.from_bytes(value.tobytes().ljust(8, b"\0"), "little")
-                continue
         for k, a in arrays + [(nin + j, o) for j, o in enumerate(outs)]:
             p.data[k] = a.data.ptr
             strides = _strides(shape, a)
