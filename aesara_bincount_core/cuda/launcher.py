@@ -45,13 +45,7 @@ __all__ = [
 ]
 
 #: The library's source and every file it includes (hashed into its name).
-LIBRARY_SOURCES = (
-    "bincount_cuda_lib.c",
-    "bincount_cuda_launch.h",
-    "scatter_add_cuda_launch.h",
-    "bincount_cuda_driver.h",
-    "bincount_cuda.h",
-)
+LIBRARY_SOURCES = _c_code.included_closure(("bincount_cuda_lib.c",))
 _ERROR_TEXT = 320  # BC_CUDA_ERROR_TEXT
 
 
