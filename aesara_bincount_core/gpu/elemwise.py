@@ -20,7 +20,9 @@ import numpy as np
 from aesara.graph.basic import Apply, Constant
 from aesara.graph.op import Op
 from aesara.scalar.basic import Composite, FloorDivide, Mod
+from aesara.tensor.basic import get_scalar_constant_value
 from aesara.tensor.elemwise import Elemwise
+from aesara.tensor.exceptions import NotScalarConstantError
 from aesara.tensor.type import TensorType
 
 from aesara_bincount_core import _c_code, scalar_codegen
@@ -62,6 +64,17 @@ def _is_host_scalar(var) -> bool:
     return isinstance(var.type, TensorType) and all(s == 1 for s in var.type.shape)
 
 
+def _nonzero_constant(var) -> bool:
+    """Whether ``var`` is a constant without a zero (seen through DimShuffle
+    and the like: ``x // 10`` divides by ``DimShuffle{x}(10)``)."""
+    if isinstance(var, Constant):
+        return bool(np.all(np.asarray(var.data) != 0))
+    try:
+        return bool(get_scalar_constant_value(var) != 0)
+    except NotScalarConstantError:
+        return False
+
+
 def _division_problem(scalar_op, inputs) -> Optional[str]:
     """Why an integer ``//`` or ``%`` of the node could divide by zero, or None.
 
@@ -78,8 +91,7 @@ def _division_problem(scalar_op, inputs) -> Optional[str]:
     for node in nodes:
         if not isinstance(node.op, (FloorDivide, Mod)) or node.inputs[1].type.dtype[0] not in "iub":
             continue
-        divisor = outer.get(node.inputs[1], node.inputs[1])
-        if not isinstance(divisor, Constant) or not np.all(np.asarray(divisor.data) != 0):
+        if not _nonzero_constant(outer.get(node.inputs[1], node.inputs[1])):
             return (
                 f"{node.op} of integers by a value that is not a non-zero constant: the CPU "
                 "raises ZeroDivisionError for a zero, which a kernel cannot report without a sync"
