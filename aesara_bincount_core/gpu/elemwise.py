@@ -14,6 +14,7 @@ whether an ``Elemwise`` node can run here and replaces it by
 """
 import ctypes
 import hashlib
+import math
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -175,7 +176,8 @@ class GpuElemwise(Op):
         (``make_node``) an input that is neither a GPU array nor a host
         tensor of one element, or a node :func:`gpu_elemwise_problem` refuses.
     ValueError
-        (when called) shapes that do not broadcast.
+        (when called) shapes that do not broadcast, an input on another
+        device than the current one, or not aligned to its itemsize.
     """
 
     __props__ = ("scalar_op",)
@@ -276,43 +278,62 @@ class GpuElemwise(Op):
         name, source, headers = cached
         return modules.generated_function(name, source, headers, _NVRTC_OPTIONS)
 
+    def _layout(self, node):
+        """What perform needs of the node, computed once: (array argument
+        indices, [(scalar index, numpy dtype)], output dtypes)."""
+        found = getattr(node.tag, "bc_elemwise_layout", None)
+        if found is None:
+            arrays = [k for k, v in enumerate(node.inputs) if isinstance(v.type, GpuArrayType)]
+            scalars = [(k, np.dtype(v.type.dtype)) for k, v in enumerate(node.inputs)
+                       if not isinstance(v.type, GpuArrayType)]  # fmt: skip
+            found = node.tag.bc_elemwise_layout = (arrays, scalars, [o.type.dtype for o in node.outputs])
+        return found
+
     def perform(self, node, inputs, output_storage):
         cp = cupy_module()
         from aesara_bincount_core.cuda import driver
 
-        arrays = [(k, a) for k, (v, a) in enumerate(zip(node.inputs, inputs))
-                  if isinstance(v.type, GpuArrayType)]  # fmt: skip
+        array_args, scalar_args, out_dtypes = self._layout(node)
+        arrays = [inputs[k] for k in array_args]
         ndim = node.outputs[0].type.ndim
-        shape = _broadcast_shape(self, ndim, [a for _, a in arrays])
-        outs = [cp.empty(shape, dtype=o.type.dtype) for o in node.outputs]
+        shape = _broadcast_shape(self, ndim, arrays)
+        outs = [cp.empty(shape, dtype=d) for d in out_dtypes]
         for storage, out in zip(output_storage, outs):
             storage[0] = out
-        n = int(np.prod(shape, dtype=np.int64))
+        n = math.prod(shape)
         if n == 0:
             return
         p = _Params()
         p.n, p.ndim = n, ndim
-        p.shape[:ndim] = shape
-        contiguous = True
-        nin = len(inputs)
-        for k, (v, a) in enumerate(zip(node.inputs, inputs)):
-            if not isinstance(v.type, GpuArrayType):  # a host scalar: a kernel argument
-                value = np.asarray(a, dtype=v.type.dtype).reshape(())
-                p.scalars[k] = int.from_bytes(value.tobytes().ljust(8, b"\0"), "little")
-        for k, a in arrays + [(nin + j, o) for j, o in enumerate(outs)]:
+        for k, dtype in scalar_args:  # host scalars: kernel arguments
+            raw = np.asarray(inputs[k], dtype=dtype).tobytes()
+            p.scalars[k] = int.from_bytes(raw.ljust(8, b"\0"), "little")
+        _check_arrays(self, arrays, cp.cuda.runtime.getDevice())
+        args = list(zip(array_args, arrays)) + list(enumerate(outs, len(inputs)))
+        contiguous = all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for _, a in args)
+        for k, a in args:
             p.data[k] = a.data.ptr
-            strides = _strides(shape, a)
-            p.strides[k][:ndim] = strides
-            if a.size == 1:
-                p.step[k] = 0
-            elif tuple(a.shape) == tuple(shape) and a.flags.c_contiguous:
-                p.step[k] = a.itemsize
+            if contiguous:
+                p.step[k] = 0 if a.size == 1 else a.itemsize
             else:
-                contiguous = False
+                p.strides[k][:ndim] = _strides(shape, a)
+        if not contiguous:
+            p.shape[:ndim] = shape
         p.contiguous = int(contiguous)
         func, multiprocessors = self._function(node)
         blocks = max(1, min(-(-n // THREADS), multiprocessors * (_THREADS_PER_SM // THREADS)))
         driver.driver().launch(func, blocks, THREADS, cp.cuda.get_current_stream().ptr, p)
+
+
+def _check_arrays(op, arrays: Sequence, device: int) -> None:
+    """ValueError for arrays the kernel must not touch: on another device than
+    the current one, or not aligned to their itemsize (a misaligned access
+    would end the CUDA context)."""
+    for a in arrays:
+        if a.data.device_id != device:
+            raise ValueError(f"{op}: an input is on GPU {a.data.device_id}, the current device is {device}")
+        if a.size > 1 and (a.data.ptr % a.itemsize or any(st % a.itemsize for st in a.strides)):
+            raise ValueError(f"{op}: an input is not aligned to its itemsize ({a.itemsize} bytes)")
 
 
 def _broadcast_shape(op, ndim: int, arrays: Sequence) -> tuple:
