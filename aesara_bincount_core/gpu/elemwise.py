@@ -224,19 +224,17 @@ class GpuElemwise(Op):
         return Apply(self, inputs, outputs)
 
     def infer_shape(self, fgraph, node, shapes):
+        from aesara.tensor import as_tensor_variable, broadcast_shape
+
         ndim = node.outputs[0].type.ndim
-        out = []
-        for d in range(ndim):
-            length = 1
-            for v, s in zip(node.inputs, shapes):
-                if not isinstance(v.type, GpuArrayType):
-                    continue
-                pad = ndim - v.type.ndim
-                if d >= pad and v.type.shape[d - pad] != 1:
-                    length = s[d - pad]
-                    break
-            out.append(length)
-        return [tuple(out)] * len(node.outputs)
+        one = as_tensor_variable(np.int64(1))
+        padded = [(one,) * (ndim - len(s)) + tuple(s)
+                  for v, s in zip(node.inputs, shapes) if isinstance(v.type, GpuArrayType)]  # fmt: skip
+        if not padded or ndim == 0:
+            return [(one,) * ndim] * len(node.outputs)
+        # as Elemwise.infer_shape: lengths of 1 broadcast at run time too
+        out = tuple(as_tensor_variable(d) for d in broadcast_shape(*padded, arrays_are_shapes=True))
+        return [out] * len(node.outputs)
 
     # -- the kernel ---------------------------------------------------------------
     def kernel_source(self, node) -> (str, str):

@@ -182,6 +182,13 @@ def test_empty_and_errors():
     assert f(cp.zeros(0, "float32"), cp.zeros(0, "float32")).shape == (0,)
     with pytest.raises(ValueError, match="do not broadcast"):
         f(cp.zeros(3, "float32"), cp.zeros(4, "float32"))
+    # a length of 1 broadcasts at run time, as in Aesara's Elemwise, and the
+    # inferred shape follows
+    out = GpuElemwise(aes.add)(ga, gb)
+    g = aesara.function([ga, gb], [host_from_gpu(out), out.shape])
+    one, three = cp.asarray(np.array([1.5], "float32")), cp.asarray(np.arange(3, dtype="float32"))
+    value, shape = g(one, three)
+    assert value.tolist() == [1.5, 2.5, 3.5] and shape.tolist() == [3]
     assert f(cp.asarray(np.ones(3, "float32")), cp.asarray(np.ones(3, "float32"))).get().tolist() == [2, 2, 2]  # still usable
     with cp.cuda.Device(1):
         other = cp.asarray(np.ones(3, "float32"))
