@@ -95,7 +95,8 @@ def test_the_launch_plan_exists_once():
                 text = f.read()
             assert "BLOCKS_PER_SM" not in text or module == "modules.py", module
             assert "MIN_ELEMS_PER_BLOCK" not in text and "FIRST_PASS_BINS" not in text, module
-            assert "cuLaunchKernel" not in text, module
+            # driver.py's one generic launch serves the generated elementwise kernels
+            assert "cuLaunchKernel" not in text or module == "driver.py", module
 
 
 @settings(max_examples=400, deadline=None)

@@ -12,7 +12,9 @@ those above it:
   aesara_bincount`` registers with Aesara);
 - :mod:`.c_file_op`: :class:`~.c_file_op.GpuCFileOp`, the base of the two GPU Ops;
 - :mod:`.op`: :class:`~.op.GpuBincount`;
-- :mod:`.scatter_add`: :class:`~.scatter_add.GpuScatterAdd` (the scatter-add of rows).
+- :mod:`.scatter_add`: :class:`~.scatter_add.GpuScatterAdd` (the scatter-add of rows);
+- :mod:`.elemwise`: :class:`~.elemwise.GpuElemwise`, elementwise nodes as
+  generated kernels (code from :mod:`aesara_bincount_core.scalar_codegen`).
 
 This package imports the first three, so that a GpuArrayType always has its
 variables and transfers, whichever of its modules is imported first.
