@@ -4,8 +4,11 @@ One pass, ``gpu_lift``, registered once in ``optdb`` at position 48.4:
 after ``specialize`` (where :func:`aesara_bincount.rewriting.local_bincount`
 makes ``Bincount`` and ``ScatterAdd``) and before the GPU bincount and
 scatter-add rewrites of :mod:`aesara_bincount.gpu.rewriting` (48.5, 48.51),
-which therefore see the lifted inputs, and before the removal of transfer
-round trips (48.52), the merge (49) and the in-place rewrites.  It walks the
+and before the removal of transfer round trips (48.52), the merge and the
+fusion (49) and the in-place rewrites.  Those two rewrites also walk in
+this pass, after the lifters: they see the lifted inputs, and the nodes
+after them their GPU results (``h / h.sum()``); their own registrations do
+the same work when the lifting is excluded.  It walks the
 graph from the inputs to the outputs; each lifter (one decorator,
 :func:`_lifter`, per lifter) replaces a node by its GPU twin, with a
 ``HostFromGpu`` on each output, so that the next node sees GPU data:
@@ -44,7 +47,12 @@ from aesara.tensor.shape import Reshape, Shape, Shape_i
 from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
 from aesara.tensor.type import TensorType
 
-from aesara_bincount.gpu.rewriting import _from_gpu, _on_gpu
+from aesara_bincount.gpu.rewriting import (
+    _from_gpu,
+    _on_gpu,
+    local_gpu_bincount,
+    local_gpu_scatter_add,
+)
 from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
 from aesara_bincount_core.gpu.reduction import GpuCAReduce, gpu_reduction_problem
 from aesara_bincount_core.gpu.transfer import host_from_gpu
@@ -193,8 +201,10 @@ def local_gpu_lift_elemwise(fgraph, node):
     return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
 
 
-#: The pass (registered once in ``optdb``, see the module docstring).
-gpu_lift = in2out(*LIFTERS, name="gpu_lift")
+#: The pass (registered once in ``optdb``, see the module docstring).  The
+#: GPU bincount and scatter-add rewrites walk with the lifters, so that the
+#: nodes after a ``GpuBincount`` see its GPU result in the same walk.
+gpu_lift = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift")
 
 optdb.register(
     "gpu_lift",

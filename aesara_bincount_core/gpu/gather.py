@@ -29,7 +29,8 @@ def check_rows(idx, nrows: int) -> None:
     ------
     IndexError
         Naming the first index out of range and its position (the message of
-        the scatter-add of rows).  A uint64 index of ``2**64 - k`` is out of
+        the scatter-add of rows, ``BC_MSG_ROW_INDEX``, opening with
+        ``gather:``).  A uint64 index of ``2**64 - k`` is out of
         range (the project's one deliberate difference from Aesara's graph,
         which reads it as ``-k``).
     nvrtc.NvrtcError, driver.CudaDriverError
@@ -45,7 +46,10 @@ def check_rows(idx, nrows: int) -> None:
     # adding kernel of float64 rows is named because the handle pair needs one.
     check, add = sources.rows_kernels(idx.dtype.name, "float64")
     kern = modules.rows_kernels_for(idx.dtype.name, check, add)
-    launcher.scatter_rows(cupy_module(), None, 0, idx, 0, 0, idx, nrows, 1, True, kern)
+    try:
+        launcher.scatter_rows(cupy_module(), None, 0, idx, 0, 0, idx, nrows, 1, True, kern)
+    except IndexError as exc:  # the rows' message, named for the gather
+        raise IndexError(str(exc).replace("scatter-add:", "gather:", 1)) from None
 
 
 class GpuAdvancedSubtensor1(GpuTwin):
