@@ -351,6 +351,14 @@ def bincount(x, weights=None, minlength=0):
     return asarray(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
 
 
+def exp(a):
+    return asarray(_np.exp(_np.asarray(a)))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return asarray(_np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
 def get_default_memory_pool():
     return _pool
 
