@@ -6,9 +6,9 @@ must run on the GPU with no transfer inside, and with
 ``mode.excluding("gpu_bincount")``, the CPU graph whose results it must
 give.  The data have the values that break code: signed zeros, NaN,
 top-of-dtype integers, negative and odd indices, views at odd offsets.
-The five graphs of issue 18 need ``GpuElemwise``; until that Op is there
-their values are still compared and the transfer check is an expected
-failure.
+The five graphs of issue 18 need ``GpuElemwise``; until gpu-elemwise's Op
+is on this branch they run with ``lift_cases.StandInGpuElemwise`` (the
+agreed interface, computing on host copies), so that the lifting is tested.
 """
 import os
 import sys
@@ -26,7 +26,15 @@ import aesara.tensor as at  # noqa: E402
 from aesara.tensor.extra_ops import bincount  # noqa: E402
 
 from aesara_bincount import gpu  # noqa: E402
-from lift_cases import HAVE_ELEMWISE, assert_same, compile_pair, inner_transfers, op_names  # noqa: E402
+from aesara_bincount.gpu import lifting  # noqa: E402
+from lift_cases import (  # noqa: E402
+    StandInGpuElemwise,
+    assert_same,
+    compile_pair,
+    inner_transfers,
+    op_names,
+    stand_in_problem,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 RNG = np.random.default_rng(18)
@@ -54,17 +62,23 @@ def _host_nodes_of_gpu_data(f):
     ]
 
 
-def _no_inner_transfers(f, needs_elemwise=False):
-    bad = inner_transfers(f)
-    if bad and needs_elemwise and not HAVE_ELEMWISE:
-        pytest.xfail(f"no GpuElemwise yet: {op_names(f)}")
-    assert not bad, op_names(f)
+def _no_inner_transfers(f):
+    assert not inner_transfers(f), op_names(f)
+
+
+@pytest.fixture
+def elemwise(monkeypatch):
+    """GPU elementwise work for the lifting: gpu-elemwise's Op, else the test stand-in."""
+    if lifting.GpuElemwise is None:
+        monkeypatch.setattr(lifting, "GpuElemwise", StandInGpuElemwise)
+        monkeypatch.setattr(lifting, "gpu_elemwise_problem", stand_in_problem)
+    return lifting.GpuElemwise
 
 
 # Not uint64: Aesara rewrites min(x) of unsigned x into max_value - max(max_value - x),
 # which its own CPU graph computes wrongly for uint64 (float64 arithmetic).
 @pytest.mark.parametrize("dtype", ["int8", "uint32", "int64", "float32", "float64", "bool"])
-def test_reductions_over_each_axis(dtype):
+def test_reductions_over_each_axis(dtype, elemwise):
     value = _matrix(dtype)
     x = gpu.shared(value)
     cases = [(name, axis) for axis in (None, 0, 1, (0, 1), -1) for name in ("sum", "prod", "max", "min")]
@@ -77,16 +91,13 @@ def test_reductions_over_each_axis(dtype):
         kwargs = {"dtype": cpu.dtype} if name in ("sum", "prod") else {}
         assert_same(got, np.asarray(getattr(np, name)(value, axis=axis, **kwargs)).astype(cpu.dtype))
     assert op_names(f).count("GpuCAReduce") >= 9, op_names(f)
-    host = _host_nodes_of_gpu_data(f)
     # The minimum of unsigned integers and bools is rewritten by Aesara into a
-    # maximum of their complement (an Elemwise), a GpuElemwise once it is there.
-    if host and not HAVE_ELEMWISE and all(type(n.op).__name__ == "Elemwise" for n in host):
-        pytest.xfail(f"no GpuElemwise yet: {op_names(f)}")
-    assert not host, op_names(f)
+    # maximum of their complement: an Elemwise, lifted too.
+    assert not _host_nodes_of_gpu_data(f), op_names(f)
 
 
 @pytest.mark.parametrize("dtype", ["int16", "float32"])
-def test_mean_and_reductions_of_views(dtype):
+def test_mean_and_reductions_of_views(dtype, elemwise):
     x = gpu.shared(_matrix(dtype, (6, 9)))
     view = x[1:, ::-2].T  # odd offset, negative stride, transposed
     outs = [view.sum(axis=0), view.max(axis=-1), x.mean(), x.mean(axis=1)]
@@ -94,7 +105,7 @@ def test_mean_and_reductions_of_views(dtype):
     assert {"GpuCAReduce", "GpuSubtensor", "GpuDimShuffle"} <= set(op_names(f)), op_names(f)
     for got, expected in zip(f(), ref()):
         assert_same(got, expected)
-    _no_inner_transfers(f, needs_elemwise=True)
+    _no_inner_transfers(f)
 
 
 def test_views_and_shapes_stay_on_the_gpu():
@@ -157,33 +168,33 @@ def _data():
     return gx, gv
 
 
-def test_seed_loop_weights_recomputed_on_the_gpu():
+def test_seed_loop_weights_recomputed_on_the_gpu(elemwise):
     gx, gv = _data()
     theta = at.dscalar("theta")
     f, ref = compile_pair([theta], bincount(gx, weights=at.exp(-theta * gv)))
     assert "GpuBincount" in op_names(f)
     assert_same(f(0.5), ref(0.5))
-    _no_inner_transfers(f, needs_elemwise=True)
+    _no_inner_transfers(f)
 
 
-def test_bincount_of_computed_integers():
+def test_bincount_of_computed_integers(elemwise):
     gx, _ = _data()
     f, ref = compile_pair([], bincount(gx // 10))
-    assert "GpuBincount" in op_names(f) or not HAVE_ELEMWISE, op_names(f)
+    assert "GpuBincount" in op_names(f), op_names(f)
     assert_same(f(), ref())
-    _no_inner_transfers(f, needs_elemwise=True)
+    _no_inner_transfers(f)
 
 
-def test_normalized_histogram():
+def test_normalized_histogram(elemwise):
     gx, _ = _data()
     h = bincount(gx)
     f, ref = compile_pair([], h / h.sum())
     assert "GpuBincount" in op_names(f) and "GpuCAReduce" in op_names(f), op_names(f)
     assert_same(f(), ref())
-    _no_inner_transfers(f, needs_elemwise=True)
+    _no_inner_transfers(f)
 
 
-def test_accumulated_histogram_update_stays_on_the_gpu():
+def test_accumulated_histogram_update_stays_on_the_gpu(elemwise):
     gx, gv = _data()
     theta = at.dscalar("theta")
     start = RNG.standard_normal(1000)
@@ -197,10 +208,10 @@ def test_accumulated_histogram_update_stays_on_the_gpu():
         ref(t)
     # Atomics add in any order: an absolute bound of the sum of |weights| per bin.
     np.testing.assert_allclose(accs[0].get_value(), accs[1].get_value(), rtol=0, atol=1e-12 * N * 2.25)
-    _no_inner_transfers(f, needs_elemwise=True)
+    _no_inner_transfers(f)
 
 
-def test_embedding_sgd_step():
+def test_embedding_sgd_step(elemwise):
     V, D, B = 50, 8, 32
     W0 = RNG.standard_normal((V, D)).astype("float32")
     idx = gpu.shared(RNG.integers(-V, V, B).astype("int32"), name="idx")
@@ -218,8 +229,7 @@ def test_embedding_sgd_step():
         f(np.float32(0.1))
         ref(np.float32(0.1))
     assert_same(Ws[0].get_value(), Ws[1].get_value(), float_ulps=256)
-    if HAVE_ELEMWISE:
-        scatter = [n for n in f.maker.fgraph.toposort() if type(n.op).__name__ == "GpuScatterAdd"]
-        assert scatter, names
-        assert all(type(i.owner.op).__name__ != "GpuFromHost" for i in scatter[0].inputs if i.owner), names
-    _no_inner_transfers(f, needs_elemwise=True)
+    scatter = [n for n in f.maker.fgraph.toposort() if type(n.op).__name__ == "GpuScatterAdd"]
+    assert scatter, names
+    assert all(type(i.owner.op).__name__ != "GpuFromHost" for i in scatter[0].inputs if i.owner), names
+    _no_inner_transfers(f)
