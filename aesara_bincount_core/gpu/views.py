@@ -34,11 +34,11 @@ class GpuDimShuffle(GpuTwin):
 
     def perform(self, node, inputs, output_storage, params=None):
         op = self.host_op
-        res = inputs[0].transpose(op.transposition)
+        res = inputs[0].transpose(tuple(op.transposition))
         shape = list(res.shape[: len(op.shuffle)])
         for axis in op.augment:
             shape.insert(axis, 1)
-        output_storage[0][0] = res.reshape(shape)
+        output_storage[0][0] = res.reshape(tuple(shape))
 
 
 class GpuReshape(GpuTwin):
@@ -98,6 +98,13 @@ class GpuSubtensor(GpuTwin):
     view_map = {0: [0]}
 
     def perform(self, node, inputs, output_storage, params=None):
-        index = tuple(get_idx_list(inputs, self.host_op.idx_list))
+        index = tuple(_basic(e) for e in get_idx_list(inputs, self.host_op.idx_list))
         # The trailing Ellipsis keeps a 0-d result a view, not a scalar.
         output_storage[0][0] = inputs[0][index + (Ellipsis,)]
+
+
+def _basic(entry):
+    """An index entry with Python ints: a NumPy integer could read as an advanced index to CuPy."""
+    if isinstance(entry, slice):
+        return slice(*(None if v is None else int(v) for v in (entry.start, entry.stop, entry.step)))
+    return int(entry)

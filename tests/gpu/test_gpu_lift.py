@@ -132,6 +132,23 @@ def test_views_and_shapes_stay_on_the_gpu():
         assert_same(g, e)
 
 
+def test_bad_views_raise_and_leave_the_function_usable():
+    value = _matrix("int32", (3, 4))
+    x = gpu.shared(value)
+    k = at.lscalar("k")
+    shape = at.lvector("shape")
+    f = aesara.function([k, shape], [gpu.gpu_from_host(x[k]), gpu.gpu_from_host(x.reshape(shape, ndim=2))])
+    assert {"GpuSubtensor", "GpuReshape"} <= set(op_names(f)), op_names(f)
+    with pytest.raises(IndexError):
+        f(3, [4, 3])
+    with pytest.raises(ValueError):
+        f(-3, [5, 3])
+    row, reshaped = f(-3, [2, 6])
+    assert_same(row, value[-3])
+    assert_same(reshaped, value.reshape(2, 6))
+    np.testing.assert_array_equal(x.get_value(), value)
+
+
 @pytest.mark.parametrize("idx_dtype", ["int8", "int64", "uint64"])
 def test_gather_of_rows(idx_dtype):
     W = gpu.shared(_matrix("float32", (9, 3)))
