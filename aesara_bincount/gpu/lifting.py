@@ -15,8 +15,8 @@ graph from the inputs to the outputs; each lifter (one decorator,
 
 - ``Elemwise`` (when ``aesara_bincount_core.gpu.elemwise`` is there):
   ``GpuElemwise``, for a node that its ``gpu_elemwise_problem`` accepts; host
-  0-d inputs (a learning rate, ``theta``) stay on the host as kernel
-  arguments;
+  inputs of one element (a learning rate, ``theta``, also under a
+  broadcasting ``DimShuffle``) stay on the host as kernel arguments;
 - ``CAReduce``: :class:`~aesara_bincount_core.gpu.reduction.GpuCAReduce`;
 - ``DimShuffle``, ``Reshape``, ``Subtensor``: the views of
   :mod:`aesara_bincount_core.gpu.views`;
@@ -41,7 +41,6 @@ rewrite and gives the host graphs with their transfers.
 from aesara.compile import optdb
 from aesara.graph.basic import Constant
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
-from aesara.tensor.basic import constant
 from aesara.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from aesara.tensor.shape import Reshape, Shape, Shape_i
 from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
@@ -162,30 +161,23 @@ def local_gpu_lift_gather(fgraph, node):
     return _to_host(node.outputs, [GpuAdvancedSubtensor1(node.op)(g, _to_gpu(idx))])
 
 
-def _host_scalar(v):
-    """The host 0-d tensor that ``v`` is, or broadcasts (``DimShuffle{x,...}``), else None."""
-    if _from_gpu(v) is not None:
-        return None
-    if v.type.ndim == 0:
-        return v
-    if isinstance(v, Constant) and all(v.type.broadcastable):
-        return constant(v.data.reshape(()), dtype=v.type.dtype)
-    if (
-        v.owner is not None
-        and isinstance(v.owner.op, DimShuffle)
-        and v.owner.inputs[0].type.ndim == 0
-        and _from_gpu(v.owner.inputs[0]) is None
-    ):
-        return v.owner.inputs[0]
-    return None
+def _kernel_argument(v):
+    """Whether ``v`` is a host value of one element (a 0-d ``theta``, ``DimShuffle{x}(theta)``,
+    a constant of static shape 1...), which ``GpuElemwise`` takes as a kernel argument."""
+    return (
+        _from_gpu(v) is None
+        and isinstance(v.type, TensorType)
+        and all(s == 1 for s in v.type.shape)
+    )
 
 
 @_lifter(Elemwise)
 def local_gpu_lift_elemwise(fgraph, node):
     """``Elemwise(HostFromGpu(g), theta, ...)`` -> ``HostFromGpu(GpuElemwise(g, theta, ...))``.
 
-    Host 0-d inputs (also under a broadcasting ``DimShuffle``) are passed as
-    they are; the other inputs go to the GPU.
+    Host inputs of one element (``theta``, ``DimShuffle{x}(theta)``, a
+    constant) are passed as they are, kernel arguments; the other inputs go
+    to the GPU.
     """
     if GpuElemwise is None or type(node.op) is not Elemwise:
         return False
@@ -193,10 +185,7 @@ def local_gpu_lift_elemwise(fgraph, node):
         return False
     if gpu_elemwise_problem(node) is not None:
         return False
-    args = []
-    for v in node.inputs:
-        scalar = _host_scalar(v)
-        args.append(_to_gpu(v) if scalar is None else scalar)
+    args = [v if _kernel_argument(v) else _to_gpu(v) for v in node.inputs]
     new = GpuElemwise(node.op.scalar_op)(*args)
     return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
 
