@@ -161,6 +161,19 @@ def test_gather_of_rows(idx_dtype):
         assert_same(got, expected)
 
 
+def test_constant_arrays_become_gpu_constants(elemwise):
+    value = _matrix("float64", (6, 3))
+    W = gpu.shared(value)
+    rows = np.array([5, -6, 2], dtype="int64")
+    scale = (np.arange(18.0).reshape(6, 3) - 7.5) / 8  # signed zeros of W stay signed
+    f, ref = compile_pair([], [W[rows], W * scale])
+    names = op_names(f)
+    assert "GpuFromHost" not in names and "GpuAdvancedSubtensor1" in names, names
+    _no_inner_transfers(f)
+    for got, expected in zip(f(), ref()):
+        assert_same(got, expected)
+
+
 @pytest.mark.parametrize("bad", [9, -10, 2**64 - 1])
 def test_gather_index_out_of_range_raises_index_error(bad):
     value = _matrix("float64", (9, 2))
