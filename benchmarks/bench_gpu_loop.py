@@ -23,8 +23,8 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
 
 Timing: wall-clock milliseconds of one call followed by a synchronization of
 the device (the same for every candidate, :func:`wall_ms`: median of the
-repeats after one warm-up call; the host path has at most 3 repeats at
-N = 1e8).  Each row records ``/proc/loadavg`` when it was timed; host
+repeats after one warm-up call; the host path has at most 2 repeats at
+N = 1e8, about 2 s each).  Each row records ``/proc/loadavg`` when it was timed; host
 figures from a busy machine are marked by it.  ``correct``: the compiled
 function gives what the CuPy (seed loop) or NumPy (SGD step) computation
 gives, to a float tolerance.
@@ -86,7 +86,7 @@ def _seed_row(cp, n, repeat, bandwidth):
     expected = cp.bincount(x, cp.exp(-0.5 * v))
     row["correct"] = bool(cp.allclose(f(0.5), expected, rtol=1e-9, atol=1e-9 * n))
     row["aesara_ms"] = wall_ms(sync, lambda: f(0.5), repeat)
-    row["today_ms"] = wall_ms(sync, lambda: today(0.5), min(repeat, 3) if n > 10**7 else repeat)
+    row["today_ms"] = wall_ms(sync, lambda: today(0.5), min(repeat, 2) if n > 10**7 else repeat)
     row["cupy_ms"] = wall_ms(sync, lambda: cp.bincount(x, cp.exp(-0.5 * v)), repeat)
     row["floor_ms"] = (x.nbytes + v.nbytes) / bandwidth * 1e3  # as bench_gpu's floor of x
     return row
