@@ -86,7 +86,8 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
     :class:`~aesara_bincount.Bincount` uses (one per process): a
     call never waits for a worker that has not started (see
     :doc:`thread_safety`).  The algorithm is described in
-    ``c_code/scatter_add_cpu.c``.
+    ``c_code/scatter_add_cpu.c`` and the three parts it includes
+    (``scatter_add_cpu_check.h``, ``_loops.h``, ``_lanes.h``).
 
     Errors, raised when the compiled function runs (the Op checks every
     index before it writes anything, so an in-place base, such as a shared
@@ -130,6 +131,9 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
         "bincount_common.h",
         "bincount_pool.h",
         "scatter_add_common.h",
+        "scatter_add_cpu_check.h",
+        "scatter_add_cpu_loops.h",
+        "scatter_add_cpu_lanes.h",
         "scatter_add_cpu.c",
     )
     #: Bump by hand only for changes outside the C files (which are hashed).
