@@ -181,7 +181,8 @@ def test_gather_index_out_of_range_raises_index_error(bad):
     dtype = "uint64" if bad > 2**63 else "int64"
     idx = gpu.shared(np.array([0, bad, 1], dtype=dtype))
     f = aesara.function([], W[idx])
-    with pytest.raises(IndexError, match=r"gather: index .* at position 1 is out of bounds for axis 0 with size 9"):
+    message = r"gather: index .* at position 1 is out of bounds for axis 0 with size 9"
+    with pytest.raises(IndexError, match=message):
         f()
     np.testing.assert_array_equal(W.get_value(), value)
     idx.set_value(np.array([8, 0], dtype=dtype))
