@@ -32,9 +32,16 @@ gives, to a float tolerance.
 """
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by path
+    sys.path.insert(0, HERE)
+
+from sizes import size_text  # noqa: E402
 
 __all__ = ["loop_rows", "loop_table", "wall_ms"]
 
@@ -160,7 +167,7 @@ def loop_table(rows):
     verdicts = []
     for r in rows:
         lines.append(
-            f"| {r['row']} | {r['N']} | {r['transfers']} | {_fmt(r.get('aesara_ms'))} "
+            f"| {r['row']} | {size_text(r['N'])} | {r['transfers']} | {_fmt(r.get('aesara_ms'))} "
             f"| {_fmt(r.get('today_ms'))} "
             f"| {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} | {_fmt(r.get('floor_ms'))} "
             f"| {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
