@@ -80,6 +80,11 @@ class Driver:
         lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
         lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         lib.cuDeviceTotalMem_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+        ]
         self._check(lib.cuInit(0), "cuInit")
         version = ctypes.c_int()
         self._check(lib.cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
@@ -149,6 +154,18 @@ class Driver:
     def set_function_attribute(self, func: int, attribute: int, value: int) -> None:
         """``cuFuncSetAttribute``."""
         self._check(self._lib.cuFuncSetAttribute(func, attribute, value), "cuFuncSetAttribute")
+
+    def launch(self, func: int, blocks: int, threads: int, stream: int, params: ctypes.Structure) -> None:
+        """``cuLaunchKernel`` of a kernel that takes one struct by value, on
+        ``stream``, with no dynamic shared memory; it does not wait.  The
+        launchers of the bincount and the rows are in C
+        (``c_code/bincount_cuda_launch.h``); this one is for the generated
+        elementwise kernels (:mod:`aesara_bincount_core.gpu.elemwise`)."""
+        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(params), ctypes.c_void_p))
+        self._check(
+            self._lib.cuLaunchKernel(func, blocks, 1, 1, threads, 1, 1, 0, stream, args, None),
+            "cuLaunchKernel",
+        )
 
     def max_active_blocks(self, func: int, threads: int, shared_bytes: int) -> int:
         """``cuOccupancyMaxActiveBlocksPerMultiprocessor``: blocks of ``func`` that

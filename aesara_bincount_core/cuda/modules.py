@@ -21,6 +21,7 @@ The kernels of the scatter-add of rows (``scatter_rows_*``, the ``"rows"``
 family: a module of their own per index dtype) use no shared memory:
 their resident blocks are what the occupancy calculator grants with none.
 """
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
@@ -39,6 +40,7 @@ __all__ = [
     "c_kernel_handles",
     "c_rows_kernel_handles",
     "shared_budget",
+    "generated_function",
 ]
 
 
@@ -269,3 +271,49 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
     """
     k = rows_kernels_for(idx_dtype, check, add)
     return (k.context, k.check, k.add, k.resident_blocks)
+
+
+_generated: Dict[Tuple[int, str], Tuple[int, int]] = {}
+
+
+def generated_function(name: str, source: str, headers: Dict[str, str],
+                       options: Tuple[str, ...] = ("-std=c++17",)) -> Tuple[int, int]:
+    """The kernel ``name`` of a generated source, in the current context.
+
+    The source is compiled once per device architecture
+    (:func:`nvrtc.compile_cached`, in the same disk cache as the bincount
+    modules) and loaded once per context.  The source is also kept in the
+    cache folder as ``{name}.cu``, for reading (and for the test-suite's
+    emulation of CUDA, which compiles it for the host with ``c_code/`` on
+    its include path).  ``name`` must therefore name this source alone (the
+    generated elementwise kernels carry a hash of their source in it).
+
+    Returns
+    -------
+    (int, int)
+        The ``CUfunction`` and the device's multiprocessor count.
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+    """
+    drv = _driver.driver()
+    ctx = _current_context(drv)
+    key = (ctx, name)
+    with _lock:
+        found = _generated.get(key)
+        if found is not None:
+            return found
+        dev = drv.current_device()
+        cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        image = nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers,
+                                     nvrtc.load(drv.version))  # fmt: skip
+        kept = os.path.join(nvrtc.cache_dir(), f"{name}.cu")
+        if not os.path.exists(kept):
+            nvrtc._write_atomically(kept, source.encode())
+        func = drv.get_function(drv.load_module(image.data), name)
+        found = _generated[key] = (
+            func, drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
+        )
+        return found

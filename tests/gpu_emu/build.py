@@ -15,6 +15,11 @@ SOURCES = [
     os.path.join(C_CODE, "bincount_cuda_device.cuh"),
     os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
     os.path.join(C_CODE, "scatter_add_cuda_kernel.cu"),
+    # generated kernels are built with these when they are first loaded
+    os.path.join(HERE, "generated_emu.cc"),
+    os.path.join(C_CODE, "elemwise_cuda.cuh"),
+    os.path.join(C_CODE, "elemwise_cuda_kernel.cu"),
+    os.path.join(C_CODE, "scalar_cuda_preamble.cuh"),
 ]
 #: Where test builds and caches go (git-ignored).
 BUILD_DIR = os.path.join(ROOT, ".cache", "tests")
@@ -55,14 +60,16 @@ def build(out_dir: str = BUILD_DIR) -> str:
         with open(path, "rb") as f:
             h.update(f.read())
     os.makedirs(out_dir, exist_ok=True)
-    lib = os.path.join(out_dir, f"libfakecuda-{h.hexdigest()[:16]}.so")
+    build_id = h.hexdigest()[:16]
+    lib = os.path.join(out_dir, f"libfakecuda-{build_id}.so")
     if os.path.exists(lib):
         return lib
     tmp = f"{lib}.{os.getpid()}.tmp"
     cmd = [
         cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra",
         "-Wno-unknown-pragmas", "-Werror", f"-I{C_CODE}", f"-I{HERE}", "-o", tmp,
-        os.path.join(HERE, "fake_libcuda.cc"),
+        f'-DBC_EMU_BUILD_ID="{build_id}"', f'-DBC_EMU_CXX="{cxx}"', f'-DBC_EMU_C_CODE="{C_CODE}"',
+        f'-DBC_EMU_DIR="{HERE}"', os.path.join(HERE, "fake_libcuda.cc"), "-ldl",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -28,6 +28,12 @@
  * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
  * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
  *
+ * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>): the kernel
+ * layer keeps each generated source in its cache folder
+ * ($AESARA_BINCOUNT_CACHE/<name>.cu); cuModuleGetFunction compiles it for the
+ * host with generated_emu.cc (g++, cached there by name and by this
+ * library's build), dlopens it and launches it from cuLaunchKernel.
+ *
  * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
  * held synchronizations, load counts.
  *
@@ -40,10 +46,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <dlfcn.h>
 #include <future>
 #include <map>
 #include <mutex>
 #include <string>
+#include <unistd.h>
 
 typedef int CUresult;
 
@@ -104,6 +113,14 @@ function_entry functions[MAX_DEVICES][N_KERNELS];
 context_entry contexts[MAX_DEVICES];
 module_entry modules[MAX_DEVICES];
 bool tables_ready = false;
+
+/* A generated kernel, compiled for the host, in one device's context. */
+struct generated_entry {
+    std::string name;
+    void (*run)(void **params, unsigned blocks, unsigned threads, size_t shared);
+    int device;
+};
+std::deque<generated_entry> generated; /* stable addresses: the handles */
 
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
@@ -196,6 +213,49 @@ const function_entry *as_function(void *func)
             return (const function_entry *)func;
     }
     return nullptr;
+}
+
+const generated_entry *as_generated(void *func)
+{
+    for (const generated_entry &g : generated) {
+        if (func == (const void *)&g)
+            return &g;
+    }
+    return nullptr;
+}
+
+/* The generated kernel `name` for `device`: its source compiled for the host
+ * (once) and loaded; nullptr when there is none or it does not build.
+ * Called under `lock`. */
+const generated_entry *load_generated(const char *name, int device)
+{
+    for (const generated_entry &g : generated) {
+        if (g.name == name && g.device == device)
+            return &g;
+    }
+    const char *cache = std::getenv("AESARA_BINCOUNT_CACHE");
+    if (cache == nullptr || std::strchr(name, '/') != nullptr)
+        return nullptr;
+    const std::string source = std::string(cache) + "/" + name + ".cu";
+    const std::string lib = std::string(cache) + "/" + name + "-emu-" BC_EMU_BUILD_ID ".so";
+    void *handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const std::string tmp = lib + "." + std::to_string((long long)getpid()) + ".tmp";
+        const std::string cmd = std::string(BC_EMU_CXX) +
+                                " -std=c++20 -O1 -fPIC -shared -pthread -w -I" BC_EMU_C_CODE
+                                " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
+                                "' " BC_EMU_DIR "/generated_emu.cc 1>&2";
+        if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), lib.c_str()) != 0) {
+            std::fprintf(stderr, "fake libcuda: building %s failed: %s\n", name, cmd.c_str());
+            return nullptr;
+        }
+        handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+    void *run = handle ? dlsym(handle, "bc_emu_launch") : nullptr;
+    if (run == nullptr)
+        return nullptr;
+    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device});
+    return &generated.back();
 }
 
 /* Run the queued host functions on a thread of their own, as the driver
@@ -410,6 +470,14 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
             return OK;
         }
     }
+    if (std::strncmp(name, "bc_elemwise_", 12) == 0) {
+        std::lock_guard<std::mutex> g(lock);
+        const generated_entry *e = load_generated(name, m->device);
+        if (e != nullptr) {
+            *func = (void *)e;
+            return OK;
+        }
+    }
     return ERR_NOT_FOUND;
 }
 
@@ -466,6 +534,26 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     if (injected(0, &code))
         return code;
     const function_entry *f = as_function(func);
+    if (f == nullptr && params != nullptr && extra == nullptr) {
+        const generated_entry *e;
+        {
+            std::lock_guard<std::mutex> g(lock);
+            e = as_generated(func);
+        }
+        if (e == nullptr)
+            return ERR_INVALID_VALUE;
+        if (e->device != current_device)
+            return ERR_INVALID_HANDLE;
+        if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx % 32 != 0 || bx > 1024 || by != 1 ||
+            bz != 1 || shared != 0)
+            return ERR_INVALID_VALUE;
+        {
+            std::lock_guard<std::mutex> g(lock);
+            counters[0]++;
+        }
+        e->run(params, gx, bx, shared);
+        return OK;
+    }
     if (f == nullptr || params == nullptr || extra != nullptr)
         return ERR_INVALID_VALUE;
     if (f->device != current_device)

@@ -1,0 +1,324 @@
+"""Elementwise Ops on the GPU: :class:`GpuElemwise` and :func:`gpu_elemwise_problem`.
+
+One kernel per ``Elemwise`` node (a fused ``Composite`` included), generated
+from the scalar ops' own C code by :mod:`aesara_bincount_core.scalar_codegen`
+and inlined in the template ``c_code/elemwise_cuda_kernel.cu``, as Theano's
+``GpuElemwise`` built its kernels (``theano/gpuarray/elemwise.py``).  The
+kernel is compiled with NVRTC and cached on disk
+(:func:`aesara_bincount_core.cuda.modules.generated_function`) and launched
+on CuPy's current stream (:meth:`aesara_bincount_core.cuda.driver.Driver.launch`).
+
+The lifting rewrite (``aesara_bincount.gpu``) asks :func:`gpu_elemwise_problem`
+whether an ``Elemwise`` node can run here and replaces it by
+``GpuElemwise(node.op.scalar_op)(*inputs)``, with the array inputs on the GPU.
+"""
+import ctypes
+import hashlib
+from typing import List, Optional, Sequence
+
+import numpy as np
+from aesara.graph.basic import Apply, Constant
+from aesara.graph.op import Op
+from aesara.scalar.basic import Composite, FloorDivide, Mod
+from aesara.tensor.elemwise import Elemwise
+from aesara.tensor.type import TensorType
+
+from aesara_bincount_core import _c_code, scalar_codegen
+from aesara_bincount_core.cuda.sources import header_constants
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
+
+__all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
+
+#: The template, its header and the preamble (hashed into every kernel's name).
+KERNEL_FILES = ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
+_LIMITS = header_constants("elemwise_cuda.cuh", "BC_EW_")
+MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS["THREADS"]
+#: Resident threads per multiprocessor (sm_80 and sm_90: 2048) that size the grid.
+_THREADS_PER_SM = 2048
+
+
+class _Params(ctypes.Structure):
+    """``bc_ew_params`` of ``c_code/elemwise_cuda.cuh``."""
+
+    _fields_ = [
+        ("n", ctypes.c_longlong),
+        ("ndim", ctypes.c_int),
+        ("contiguous", ctypes.c_int),
+        ("status", ctypes.c_void_p),
+        ("shape", ctypes.c_longlong * MAX_DIMS),
+        ("data", ctypes.c_void_p * MAX_ARGS),
+        ("step", ctypes.c_longlong * MAX_ARGS),
+        ("strides", (ctypes.c_longlong * MAX_DIMS) * MAX_ARGS),
+        ("scalars", ctypes.c_ulonglong * MAX_ARGS),
+    ]
+
+
+def _is_host_scalar(var) -> bool:
+    """A host tensor with one element known statically (0-d, or all dims 1)."""
+    return isinstance(var.type, TensorType) and all(s == 1 for s in var.type.shape)
+
+
+def _division_problem(scalar_op, inputs) -> Optional[str]:
+    """Why an integer ``//`` or ``%`` of the node could divide by zero, or None.
+
+    The CPU raises ZeroDivisionError there; a kernel could only report it
+    through a sync, so only divisors that are constants without a zero (the
+    node's constant inputs, or constants inside a Composite) are taken.
+    """
+    if isinstance(scalar_op, Composite):
+        outer = dict(zip(scalar_op.fgraph.inputs, inputs))
+        nodes = scalar_op.fgraph.toposort()
+    else:
+        outer = {}
+        nodes = [Apply(scalar_op, list(inputs), [])]
+    for node in nodes:
+        if not isinstance(node.op, (FloorDivide, Mod)) or node.inputs[1].type.dtype[0] not in "iub":
+            continue
+        divisor = outer.get(node.inputs[1], node.inputs[1])
+        if not isinstance(divisor, Constant) or not np.all(np.asarray(divisor.data) != 0):
+            return (
+                f"{node.op} of integers by a value that is not a non-zero constant: the CPU "
+                "raises ZeroDivisionError for a zero, which a kernel cannot report without a sync"
+            )
+    return None
+
+
+def gpu_elemwise_problem(node) -> Optional[str]:
+    """Why an ``Elemwise`` node cannot run as a :class:`GpuElemwise`, or None.
+
+    Parameters
+    ----------
+    node : aesara.graph.basic.Apply
+        A node whose op is an ``aesara.tensor.elemwise.Elemwise``; its inputs
+        may be host or GPU variables (the array inputs will be moved to the
+        GPU by the caller).
+
+    Returns
+    -------
+    str or None
+        None when :class:`GpuElemwise` can compute it with the same results;
+        else the reason (for messages and tests): a scalar op that
+        :func:`scalar_codegen.inline_problem` refuses for CUDA (no C code,
+        complex or float16, code that calls Python), more than
+        ``BC_EW_MAX_DIMS`` dimensions or ``BC_EW_MAX_ARGS`` arguments, or an
+        integer division whose divisor may be zero.
+    """
+    if not isinstance(node.op, Elemwise):
+        return f"{node.op} is not an Elemwise"
+    return _problem(node.op.scalar_op, node.inputs, node.outputs)
+
+
+def _problem(scalar_op, inputs, outputs) -> Optional[str]:
+    ndim = max([v.type.ndim for v in outputs] + [0])
+    if ndim > MAX_DIMS:
+        return f"{ndim} dimensions; GpuElemwise takes at most {MAX_DIMS}"
+    if len(inputs) + len(outputs) > MAX_ARGS:
+        return f"{len(inputs) + len(outputs)} arguments; GpuElemwise takes at most {MAX_ARGS}"
+    for v in list(inputs) + list(outputs):
+        if getattr(v.type, "dtype", None) not in scalar_codegen.DTYPES:
+            return f"dtype {getattr(v.type, 'dtype', v.type)} is not one of {scalar_codegen.DTYPES}"
+    problem = scalar_codegen.inline_problem(scalar_op, "cuda", [v.type.dtype for v in inputs])
+    return problem or _division_problem(scalar_op, inputs)
+
+
+class GpuElemwise(Op):
+    """An ``Elemwise`` computed on the GPU by one generated kernel.
+
+    Parameters
+    ----------
+    scalar_op : aesara.scalar.ScalarOp
+        The scalar op of the ``Elemwise`` (a ``Composite`` for a fused node).
+
+    Notes
+    -----
+    Inputs (``make_node``): GPU arrays (:class:`~.type.GpuArrayType`) of any
+    rank up to ``BC_EW_MAX_DIMS``, any strides (views, negative steps,
+    broadcasting), and host tensors with one element, known statically
+    (0-d, or every dimension of static length 1: a learning rate,
+    ``theta``), whose value becomes a kernel argument (no copy to the
+    device).  Outputs: new C-contiguous GPU arrays with the dtypes
+    Aesara's ``Elemwise`` gives and its broadcast shape; lengths of 1
+    broadcast, other mismatches raise ``ValueError``.  Dtypes: bool,
+    int8 ... uint64, float32, float64.
+
+    The results are those of Aesara's C backend, whose scalar C code the
+    kernel inlines: integers, comparisons and logic bit for bit; float
+    transcendental functions are the device's (CUDA's libdevice, whose
+    documented error bounds are a few ulp, per function in the CUDA C++
+    Programming Guide, "Mathematical Functions"; on the test-suite's
+    emulation the host's libm), which ``docs/semantics.rst`` lists with the
+    bounds measured on the emulation.
+
+    Sync: none.  The kernel is queued on CuPy's current stream and the call
+    returns; nothing is read back.  The first call for a node compiles its
+    kernel (NVRTC, cached on disk) and loads it in the current context.
+
+    Raises
+    ------
+    TypeError
+        (``make_node``) an input that is neither a GPU array nor a host
+        tensor of one element, or a node :func:`gpu_elemwise_problem` refuses.
+    ValueError
+        (when called) shapes that do not broadcast.
+    """
+
+    __props__ = ("scalar_op",)
+
+    def __init__(self, scalar_op):
+        self.scalar_op = scalar_op
+
+    @classmethod
+    def from_elemwise(cls, elemwise: Elemwise) -> "GpuElemwise":
+        """The GpuElemwise of an ``Elemwise`` Op (its scalar op)."""
+        return cls(elemwise.scalar_op)
+
+    def __str__(self):
+        return f"GpuElemwise{{{self.scalar_op}}}"
+
+    def _host_node(self, inputs):
+        """The host ``Elemwise`` node this node computes (types only)."""
+        ndim = max([v.type.ndim for v in inputs if isinstance(v.type, GpuArrayType)] + [0])
+        stand_ins = []
+        for v in inputs:
+            if isinstance(v.type, GpuArrayType):
+                shape = (1,) * (ndim - v.type.ndim) + v.type.shape
+                stand_ins.append(TensorType(v.type.dtype, shape=shape)())
+            else:
+                stand_ins.append(TensorType(v.type.dtype, shape=(1,) * ndim)())
+        return Elemwise(self.scalar_op).make_node(*stand_ins)
+
+    def make_node(self, *inputs):
+        from aesara.tensor import as_tensor_variable
+
+        inputs = [v if isinstance(getattr(v, "type", None), GpuArrayType) else as_tensor_variable(v)
+                  for v in inputs]  # fmt: skip
+        for v in inputs:
+            if not isinstance(v.type, GpuArrayType) and not _is_host_scalar(v):
+                raise TypeError(
+                    f"{self}: input {v} of type {v.type} is neither a GPU array nor a host tensor "
+                    "of one element; move it to the GPU first (gpu_from_host)"
+                )
+        host = self._host_node(inputs)
+        problem = _problem(self.scalar_op, inputs, host.outputs)
+        if problem:
+            raise TypeError(f"{self}: cannot run on the GPU: {problem}")
+        outputs = [GpuArrayType(o.type.dtype, o.type.shape)() for o in host.outputs]
+        return Apply(self, inputs, outputs)
+
+    def infer_shape(self, fgraph, node, shapes):
+        ndim = node.outputs[0].type.ndim
+        out = []
+        for d in range(ndim):
+            length = 1
+            for v, s in zip(node.inputs, shapes):
+                if not isinstance(v.type, GpuArrayType):
+                    continue
+                pad = ndim - v.type.ndim
+                if d >= pad and v.type.shape[d - pad] != 1:
+                    length = s[d - pad]
+                    break
+            out.append(length)
+        return [tuple(out)] * len(node.outputs)
+
+    # -- the kernel ---------------------------------------------------------------
+    def kernel_source(self, node) -> (str, str):
+        """``(name, source)`` of the node's kernel (see ``c_code/elemwise_cuda_kernel.cu``)."""
+        args: List[str] = []
+        for k, v in enumerate(node.inputs):
+            ctype = v.type.dtype_specs()[1]
+            macro = "BC_EW_IN" if isinstance(v.type, GpuArrayType) else "BC_EW_SCALAR"
+            args.append(f"{macro}({k}, {ctype})")
+        nin = len(node.inputs)
+        outs = [f"BC_EW_OUT({nin + j}, {o.type.dtype_specs()[1]})" for j, o in enumerate(node.outputs)]
+        code = scalar_codegen.scalar_code(
+            self.scalar_op, args, outs, "cuda",
+            [v.type.dtype for v in node.inputs], [o.type.dtype for o in node.outputs], "bc_ew_scalar",
+        )  # fmt: skip
+        h = hashlib.sha256((code.version + _c_code.sources_hash(KERNEL_FILES)).encode())
+        name = f"bc_elemwise_{h.hexdigest()[:24]}"
+        source = "\n".join((
+            '#include "elemwise_cuda.cuh"',
+            code.support,
+            f"#define BC_EW_NAME {name}",
+            f"#define BC_EW_NARGS {nin + len(outs)}",
+            "#define BC_SCALAR_FAIL(code) bc_ew_fail(p, (code))",
+            "static __device__ __forceinline__ void bc_ew_element(const bc_ew_params &p, const long long *off)",
+            code.body,
+            "#undef BC_SCALAR_FAIL",
+            '#include "elemwise_cuda_kernel.cu"',
+            "",
+        ))  # fmt: skip
+        return name, source
+
+    def _function(self, node):
+        from aesara_bincount_core.cuda import modules
+
+        cached = getattr(node.tag, "bc_elemwise_kernel", None)
+        if cached is None:
+            cached = node.tag.bc_elemwise_kernel = self.kernel_source(node)
+        name, source = cached
+        headers = {f: _c_code.read_source(f) for f in KERNEL_FILES}
+        return modules.generated_function(name, source, headers)
+
+    def perform(self, node, inputs, output_storage):
+        cp = cupy_module()
+        from aesara_bincount_core.cuda import driver
+
+        arrays = [(k, a) for k, (v, a) in enumerate(zip(node.inputs, inputs))
+                  if isinstance(v.type, GpuArrayType)]  # fmt: skip
+        ndim = node.outputs[0].type.ndim
+        shape = _broadcast_shape(self, ndim, [a for _, a in arrays])
+        outs = [cp.empty(shape, dtype=o.type.dtype) for o in node.outputs]
+        for storage, out in zip(output_storage, outs):
+            storage[0] = out
+        n = int(np.prod(shape, dtype=np.int64))
+        if n == 0:
+            return
+        p = _Params()
+        p.n, p.ndim = n, ndim
+        p.shape[:ndim] = shape
+        contiguous = True
+        nin = len(inputs)
+        for k, (v, a) in enumerate(zip(node.inputs, inputs)):
+            if not isinstance(v.type, GpuArrayType):
+                value = np.asarray(a, dtype=v.type.dtype).reshape(())
+                p.scalars[k] = int.from_bytes(value.tobytes().ljust(8, b"\0"), "little")
+                continue
+        for k, a in arrays + [(nin + j, o) for j, o in enumerate(outs)]:
+            p.data[k] = a.data.ptr
+            strides = _strides(shape, a)
+            p.strides[k][:ndim] = strides
+            if a.size == 1:
+                p.step[k] = 0
+            elif tuple(a.shape) == tuple(shape) and a.flags.c_contiguous:
+                p.step[k] = a.itemsize
+            else:
+                contiguous = False
+        p.contiguous = int(contiguous)
+        func, multiprocessors = self._function(node)
+        blocks = max(1, min(-(-n // THREADS), multiprocessors * (_THREADS_PER_SM // THREADS)))
+        driver.driver().launch(func, blocks, THREADS, cp.cuda.get_current_stream().ptr, p)
+
+
+def _broadcast_shape(op, ndim: int, arrays: Sequence) -> tuple:
+    shape = [1] * ndim
+    for a in arrays:
+        padded = (1,) * (ndim - a.ndim) + tuple(a.shape)
+        for d, s in enumerate(padded):
+            if s != 1:
+                if shape[d] not in (1, s):
+                    raise ValueError(
+                        f"{op}: input shapes {[tuple(x.shape) for x in arrays]} do not broadcast "
+                        f"(dimension {d}: {shape[d]} and {s})"
+                    )
+                shape[d] = s
+    return tuple(shape)
+
+
+def _strides(shape, a) -> List[int]:
+    """Byte strides of ``a`` over the output ``shape`` (0 where it broadcasts)."""
+    pad = len(shape) - a.ndim
+    strides = [0] * pad
+    for d in range(a.ndim):
+        strides.append(0 if a.shape[d] == 1 and shape[pad + d] != 1 else a.strides[d])
+    return strides

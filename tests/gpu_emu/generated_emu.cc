@@ -1,0 +1,19 @@
+/*
+ * generated_emu.cc -- wraps one generated CUDA source (a GpuElemwise kernel,
+ * c_code/elemwise_cuda_kernel.cu with the scalar code of one node) for the
+ * emulation: fake_libcuda.cc compiles it with the host compiler, with
+ * -DBC_EMU_SOURCE=<path of the .cu> (the copy the kernel layer keeps in its
+ * cache, aesara_bincount_core/cuda/modules.py:generated_function), into a
+ * shared object of its own, dlopens it, and launches the kernel through
+ * bc_emu_launch below, on CPU threads (cuda_emu.h).
+ *
+ * Test code only (C++20, g++).
+ */
+#include "cuda_emu.h"
+
+#include BC_EMU_SOURCE
+
+extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
+{
+    emu::launch(&BC_EW_NAME, *(const bc_ew_params *)params[0], blocks, threads, shared);
+}
