@@ -297,8 +297,9 @@ def _new(shape, dtype, order="C"):
 
 def empty(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
-    # Garbage, so that code relying on zeroed memory fails.
-    a.view(_np.uint8)[...] = 0xA7
+    # Garbage, so that code relying on zeroed memory fails (through a 1-d view:
+    # NumPy cannot view a 0-d array as bytes).
+    a.reshape(-1).view(_np.uint8)[...] = 0xA7
     return a
 
 
