@@ -1,8 +1,11 @@
 """The lifting pass: host Ops whose arrays come from the GPU run on the GPU.
 
-One pass, ``gpu_lift``, registered once in ``optdb`` at position 48.4:
-after ``specialize`` (where :func:`aesara_bincount.rewriting.local_bincount`
-makes ``Bincount`` and ``ScatterAdd``) and before the GPU bincount and
+One pass, ``gpu_lift`` (:class:`GpuLift`), registered once in ``optdb`` at
+position 48.4; on a graph with GPU data it first runs Aesara's elementwise
+fusion, so that a fused ``Composite`` becomes one ``GpuElemwise`` kernel,
+then the walk below.  It sits after ``specialize`` (where
+:func:`aesara_bincount.rewriting.local_bincount` makes ``Bincount`` and
+``ScatterAdd``) and before the GPU bincount and
 scatter-add rewrites of :mod:`aesara_bincount.gpu.rewriting` (48.5, 48.51),
 and before the removal of transfer round trips (48.52), the merge and the
 fusion (49) and the in-place rewrites.  Those two rewrites also walk in
@@ -40,8 +43,10 @@ rewrite and gives the host graphs with their transfers.
 """
 from aesara.compile import optdb
 from aesara.graph.basic import Constant
-from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from aesara.configdefaults import config
+from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, in2out, node_rewriter
 from aesara.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from aesara.tensor.rewriting.elemwise import FusionOptimizer, local_elemwise_fusion
 from aesara.tensor.shape import Reshape, Shape, Shape_i
 from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
 from aesara.tensor.type import TensorType
@@ -54,7 +59,7 @@ from aesara_bincount.gpu.rewriting import (
 )
 from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
 from aesara_bincount_core.gpu.reduction import GpuCAReduce, gpu_reduction_problem
-from aesara_bincount_core.gpu.transfer import host_from_gpu
+from aesara_bincount_core.gpu.transfer import HostFromGpu, host_from_gpu
 from aesara_bincount_core.gpu.twin import as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
 from aesara_bincount_core.gpu.var import GpuArrayConstant
@@ -65,7 +70,7 @@ try:  # gpu-elemwise's Op; without it Elemwise nodes stay on the host
 except ImportError:  # pragma: no cover - depends on the branch
     GpuElemwise = gpu_elemwise_problem = None
 
-__all__ = ["LIFTERS", "gpu_lift"]
+__all__ = ["GpuLift", "LIFTERS", "gpu_lift"]
 
 #: The lifters, in the order the pass tries them on a node.
 LIFTERS = []
@@ -190,10 +195,37 @@ def local_gpu_lift_elemwise(fgraph, node):
     return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
 
 
-#: The pass (registered once in ``optdb``, see the module docstring).  The
-#: GPU bincount and scatter-add rewrites walk with the lifters, so that the
-#: nodes after a ``GpuBincount`` see its GPU result in the same walk.
-gpu_lift = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift")
+#: The walk: the GPU bincount and scatter-add rewrites walk with the
+#: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
+_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift_walk")
+
+
+class GpuLift(GraphRewriter):
+    """The pass: Aesara's elementwise fusion, then the walk, on graphs with GPU data.
+
+    A graph with no ``HostFromGpu`` is left as it is.  In one with GPU data,
+    Aesara's own ``FusionOptimizer`` first fuses chains of ``Elemwise`` into
+    ``Composite`` nodes (it runs again at 49 for the rest of the graph), so
+    that each fused node becomes one ``GpuElemwise`` kernel; then the walk
+    lifts.
+    """
+
+    def add_requirements(self, fgraph):
+        _fusion.add_requirements(fgraph)
+        _walk.add_requirements(fgraph)
+
+    def apply(self, fgraph):
+        if not any(isinstance(node.op, HostFromGpu) for node in fgraph.apply_nodes):
+            return
+        if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
+            _fusion.apply(fgraph)
+        _walk.apply(fgraph)
+
+
+_fusion = FusionOptimizer(local_elemwise_fusion)
+#: The pass (registered once in ``optdb``, see the module docstring).
+gpu_lift = GpuLift()
+gpu_lift.name = "gpu_lift"
 
 optdb.register(
     "gpu_lift",
