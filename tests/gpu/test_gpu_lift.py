@@ -6,9 +6,8 @@ must run on the GPU with no transfer inside, and with
 ``mode.excluding("gpu_bincount")``, the CPU graph whose results it must
 give.  The data have the values that break code: signed zeros, NaN,
 top-of-dtype integers, negative and odd indices, views at odd offsets.
-The five graphs of issue 18 need ``GpuElemwise``; until gpu-elemwise's Op
-is on this branch they run with ``lift_cases.StandInGpuElemwise`` (the
-agreed interface, computing on host copies), so that the lifting is tested.
+The five graphs of issue 18 also need ``GpuElemwise`` (gpu-elemwise's Op):
+their weights, divisions and updates are elementwise.
 """
 import os
 import sys
@@ -26,15 +25,7 @@ import aesara.tensor as at  # noqa: E402
 from aesara.tensor.extra_ops import bincount  # noqa: E402
 
 from aesara_bincount import gpu  # noqa: E402
-from aesara_bincount.gpu import lifting  # noqa: E402
-from lift_cases import (  # noqa: E402
-    StandInGpuElemwise,
-    assert_same,
-    compile_pair,
-    inner_transfers,
-    op_names,
-    stand_in_problem,
-)
+from lift_cases import assert_same, compile_pair, inner_transfers, op_names  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 RNG = np.random.default_rng(18)
@@ -66,19 +57,8 @@ def _no_inner_transfers(f):
     assert not inner_transfers(f), op_names(f)
 
 
-@pytest.fixture
-def elemwise(monkeypatch):
-    """GPU elementwise work for the lifting: gpu-elemwise's Op, else the test stand-in."""
-    if lifting.GpuElemwise is None:
-        monkeypatch.setattr(lifting, "GpuElemwise", StandInGpuElemwise)
-        monkeypatch.setattr(lifting, "gpu_elemwise_problem", stand_in_problem)
-    return lifting.GpuElemwise
-
-
-# Not uint64: Aesara rewrites min(x) of unsigned x into max_value - max(max_value - x),
-# which its own CPU graph computes wrongly for uint64 (float64 arithmetic).
 @pytest.mark.parametrize("dtype", ["int8", "uint32", "int64", "float32", "float64", "bool"])
-def test_reductions_over_each_axis(dtype, elemwise):
+def test_reductions_over_each_axis(dtype):
     value = _matrix(dtype)
     x = gpu.shared(value)
     cases = [(name, axis) for axis in (None, 0, 1, (0, 1), -1) for name in ("sum", "prod", "max", "min")]
@@ -97,7 +77,7 @@ def test_reductions_over_each_axis(dtype, elemwise):
 
 
 @pytest.mark.parametrize("dtype", ["int16", "float32"])
-def test_mean_and_reductions_of_views(dtype, elemwise):
+def test_mean_and_reductions_of_views(dtype):
     x = gpu.shared(_matrix(dtype, (6, 9)))
     view = x[1:, ::-2].T  # odd offset, negative stride, transposed
     outs = [view.sum(axis=0), view.max(axis=-1), x.mean(), x.mean(axis=1)]
@@ -161,7 +141,7 @@ def test_gather_of_rows(idx_dtype):
         assert_same(got, expected)
 
 
-def test_constant_arrays_become_gpu_constants(elemwise):
+def test_constant_arrays_become_gpu_constants():
     value = _matrix("float64", (6, 3))
     W = gpu.shared(value)
     rows = np.array([5, -6, 2], dtype="int64")
@@ -199,7 +179,7 @@ def _data():
     return gx, gv
 
 
-def test_seed_loop_weights_recomputed_on_the_gpu(elemwise):
+def test_seed_loop_weights_recomputed_on_the_gpu():
     gx, gv = _data()
     theta = at.dscalar("theta")
     f, ref = compile_pair([theta], bincount(gx, weights=at.exp(-theta * gv)))
@@ -208,7 +188,7 @@ def test_seed_loop_weights_recomputed_on_the_gpu(elemwise):
     _no_inner_transfers(f)
 
 
-def test_bincount_of_computed_integers(elemwise):
+def test_bincount_of_computed_integers():
     gx, _ = _data()
     f, ref = compile_pair([], bincount(gx // 10))
     assert "GpuBincount" in op_names(f), op_names(f)
@@ -216,7 +196,7 @@ def test_bincount_of_computed_integers(elemwise):
     _no_inner_transfers(f)
 
 
-def test_normalized_histogram(elemwise):
+def test_normalized_histogram():
     gx, _ = _data()
     h = bincount(gx)
     f, ref = compile_pair([], h / h.sum())
@@ -225,7 +205,7 @@ def test_normalized_histogram(elemwise):
     _no_inner_transfers(f)
 
 
-def test_accumulated_histogram_update_stays_on_the_gpu(elemwise):
+def test_accumulated_histogram_update_stays_on_the_gpu():
     gx, gv = _data()
     theta = at.dscalar("theta")
     start = RNG.standard_normal(1000)
@@ -242,7 +222,7 @@ def test_accumulated_histogram_update_stays_on_the_gpu(elemwise):
     _no_inner_transfers(f)
 
 
-def test_embedding_sgd_step(elemwise):
+def test_embedding_sgd_step():
     V, D, B = 50, 8, 32
     W0 = RNG.standard_normal((V, D)).astype("float32")
     idx = gpu.shared(RNG.integers(-V, V, B).astype("int32"), name="idx")
