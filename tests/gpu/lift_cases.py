@@ -17,6 +17,13 @@ from aesara_bincount_core.gpu.type import host_value
 CPU_MODE = get_default_mode().excluding("gpu_bincount")
 
 
+def compile_pair(inputs, outputs, updates=None, cpu_updates=None):
+    """``(GPU function, CPU function)`` of the same graph (CPU updates: ``cpu_updates``)."""
+    gpu = aesara.function(inputs, outputs, updates=updates)
+    cpu = aesara.function(inputs, outputs, updates=cpu_updates, mode=CPU_MODE)
+    return gpu, cpu
+
+
 def op_names(f):
     return [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
 
