@@ -9,6 +9,8 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     With Aesara (NumPy 1 + CuPy 13): adds the end-to-end time of
     ``aesara.function([], bincount(x))`` on a GPU shared variable, result
     back on the host.
+    Also the rows of ``bench_gpu_loop.py`` (the seed's loop and the
+    embedding SGD step, end to end, against CuPy and PyTorch).
 ``--table FILE...``
     Merge the JSON files of the runs above into one Markdown table.
 ``--sanitize``
@@ -56,6 +58,7 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
 
 from sizes import size_text  # noqa: E402
 from bench_gpu_contention import contention_rows, contention_table  # noqa: E402  (issue 19 item 7)
+from bench_gpu_loop import loop_rows, loop_table  # noqa: E402  (issue 18's rows)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -221,10 +224,13 @@ def run(args):
     contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
     for row in contention:
         print(json.dumps(row), flush=True)
+    loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
+    for row in loops:
+        print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "contention": contention}, f, indent=1)
-    print(render([{"meta": meta, "rows": rows, "contention": contention}]))
+            json.dump({"meta": meta, "rows": rows, "contention": contention, "loops": loops}, f, indent=1)
+    print(render([{"meta": meta, "rows": rows, "contention": contention, "loops": loops}]))
     return 0
 
 
@@ -380,6 +386,9 @@ def render(runs):
     contention = [row for data in runs for row in data.get("contention", [])]
     if contention:
         lines += ["", "Contention (bench_gpu_contention.py):", "", contention_table(contention, _fmt)]
+    loops = [row for data in runs for row in data.get("loops", [])]
+    if loops:
+        lines += ["", "The seed's loop and the embedding SGD step (bench_gpu_loop.py):", "", loop_table(loops)]
     return "\n".join(lines)
 
 

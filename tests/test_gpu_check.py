@@ -176,6 +176,7 @@ def test_dry_run_runs_every_stage(tmp_path):
     assert "GpuBincount, aesara.function (host out)" in log  # the main job's GPU rows
     table = (out / "gpu-table.md").read_text()
     assert "not GPU figures" in table and "| 20000 | 300 | uniform | int32 |" in table, table
+    assert "| seed loop | 20000 |" in table and "| sgd step | 32 |" in table, table  # issue 18's rows
     # Nothing emulated lands beside real results.
     assert sorted(os.listdir(results)) == before
     assert os.path.exists(os.path.join(ROOT, ".gpu-check")) == state_existed

@@ -10,7 +10,10 @@ CuPy:
   they work in any Aesara expression;
 - the GPU rewrites ``local_gpu_bincount`` and ``local_gpu_scatter_add``
   (:class:`GpuScatterAdd`, the scatter-add of rows) (tags ``bincount``,
-  ``gpu_bincount``).
+  ``gpu_bincount``), and before them the lifting pass ``gpu_lift``
+  (:mod:`aesara_bincount.gpu.lifting`: elementwise work, reductions, views,
+  shapes and gathers of GPU data run on the GPU; tag ``gpu_bincount``,
+  name ``gpu_lift``).
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
@@ -24,7 +27,7 @@ Aesara nor CuPy at import time.
 from aesara.compile.sharedvalue import shared_constructor
 from aesara.tensor import _as_tensor_variable
 
-from aesara_bincount.gpu import rewriting
+from aesara_bincount.gpu import lifting, rewriting
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
@@ -77,6 +80,7 @@ __all__ = [
     "is_available",
     "local_gpu_bincount",
     "local_gpu_scatter_add",
+    "lifting",
     "rewriting",
     "register_cupy_arrays",
     "shared",

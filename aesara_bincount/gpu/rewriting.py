@@ -26,7 +26,11 @@ where ``local_bincount`` runs, and before the merge at 49 and the in-place
 rewrites; Theano's GPU rewrites sat at the same place), with the tags
 ``fast_run``, ``bincount``, ``gpu_bincount`` and ``cxx_only`` (``GpuBincount`` is a C Op): ``mode.excluding("bincount")``
 turns off both rewrites, ``mode.excluding("gpu_bincount")`` keeps the CPU
-``Bincount`` (with a transfer of x to the host).
+``Bincount`` (with a transfer of x to the host).  The first two also walk in
+the lifting pass (:mod:`aesara_bincount.gpu.lifting`, 48.4), after its
+lifters, so that they see lifted inputs and the nodes after them see their
+GPU results; their own registrations here do that work when the lifting is
+excluded.
 """
 from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter

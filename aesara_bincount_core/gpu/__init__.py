@@ -15,6 +15,11 @@ those above it:
 - :mod:`.scatter_add`: :class:`~.scatter_add.GpuScatterAdd` (the scatter-add of rows);
 - :mod:`.elemwise`: :class:`~.elemwise.GpuElemwise`, elementwise nodes as
   generated kernels (code from :mod:`aesara_bincount_core.scalar_codegen`).
+- :mod:`.twin`: :class:`~.twin.GpuTwin`, the base of the GPU Ops that do
+  what one host Op does, and its modules :mod:`.views` (DimShuffle, Reshape,
+  Subtensor), :mod:`.reduction` (CAReduce) and :mod:`.gather`
+  (AdvancedSubtensor1), which the lifting pass
+  (:mod:`aesara_bincount.gpu.lifting`) puts in graphs.
 
 This package imports the first three, so that a GpuArrayType always has its
 variables and transfers, whichever of its modules is imported first.

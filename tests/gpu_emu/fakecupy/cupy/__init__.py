@@ -323,8 +323,9 @@ def _new(shape, dtype, order="C"):
 
 def empty(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
-    # Garbage, so that code relying on zeroed memory fails.
-    a.view(_np.uint8)[...] = 0xA7
+    # Garbage, so that code relying on zeroed memory fails (through a 1-d view:
+    # NumPy cannot view a 0-d array as bytes).
+    a.reshape(-1).view(_np.uint8)[...] = 0xA7
     return a
 
 
@@ -375,6 +376,14 @@ def empty_like(a):
 
 def bincount(x, weights=None, minlength=0):
     return asarray(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
+
+
+def exp(a):
+    return asarray(_np.exp(_np.asarray(a)))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return asarray(_np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def get_default_memory_pool():

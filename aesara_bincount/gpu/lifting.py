@@ -1,0 +1,238 @@
+"""The lifting pass: host Ops whose arrays come from the GPU run on the GPU.
+
+One pass, ``gpu_lift`` (:class:`GpuLift`), registered once in ``optdb`` at
+position 48.4; on a graph with GPU data it first runs Aesara's elementwise
+fusion, so that a fused ``Composite`` becomes one ``GpuElemwise`` kernel,
+then the walk below.  It sits after ``specialize`` (where
+:func:`aesara_bincount.rewriting.local_bincount` makes ``Bincount`` and
+``ScatterAdd``) and before the GPU bincount and
+scatter-add rewrites of :mod:`aesara_bincount.gpu.rewriting` (48.5, 48.51),
+and before the removal of transfer round trips (48.52), the merge and the
+fusion (49) and the in-place rewrites.  Those two rewrites also walk in
+this pass, after the lifters: they see the lifted inputs, and the nodes
+after them their GPU results (``h / h.sum()``); their own registrations do
+the same work when the lifting is excluded.  It walks the
+graph from the inputs to the outputs; each lifter (one decorator,
+:func:`_lifter`, per lifter) replaces a node by its GPU twin, with a
+``HostFromGpu`` on each output, so that the next node sees GPU data:
+
+- ``Elemwise`` (when ``aesara_bincount_core.gpu.elemwise`` is there):
+  ``GpuElemwise``, for a node that its ``gpu_elemwise_problem`` accepts; host
+  inputs of one element (a learning rate, ``theta``, also under a
+  broadcasting ``DimShuffle``) stay on the host as kernel arguments;
+- ``CAReduce``: :class:`~aesara_bincount_core.gpu.reduction.GpuCAReduce`;
+- ``DimShuffle``, ``Reshape``, ``Subtensor``: the views of
+  :mod:`aesara_bincount_core.gpu.views`;
+- ``Shape``, ``Shape_i``: Aesara's own Ops, applied to the GPU array (the
+  shape is read on the host, with no transfer of the array);
+- ``AdvancedSubtensor1``: :class:`~aesara_bincount_core.gpu.gather.GpuAdvancedSubtensor1`.
+
+A node is lifted when one of its array inputs (the data array, for the
+views, reductions, shapes and gather) comes from the GPU (``HostFromGpu``).
+Its other array inputs go to the GPU: a constant becomes a GPU constant
+(copied once, when the function is compiled), anything else a
+``GpuFromHost`` that a later lift or the round-trip rewrite removes, or the
+copy of a host input the user gives.  So, in a graph built on GPU
+variables, the only transfers left are those of the host inputs and outputs.
+
+Tags: ``fast_run``, ``bincount``, ``gpu_bincount`` and ``cxx_only``; its
+name is ``gpu_lift``.  ``mode.excluding("gpu_lift")`` turns off the lifting only
+(the bincount and scatter-add still run on the GPU, the arithmetic around
+them on the host); ``mode.excluding("gpu_bincount")`` turns off every GPU
+rewrite and gives the host graphs with their transfers.
+"""
+from aesara.compile import optdb
+from aesara.graph.basic import Constant
+from aesara.configdefaults import config
+from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, in2out, node_rewriter
+from aesara.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from aesara.tensor.rewriting.elemwise import FusionOptimizer, local_elemwise_fusion
+from aesara.tensor.shape import Reshape, Shape, Shape_i
+from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
+from aesara.tensor.type import TensorType
+
+from aesara_bincount.gpu.rewriting import (
+    _from_gpu,
+    _on_gpu,
+    local_gpu_bincount,
+    local_gpu_scatter_add,
+)
+from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
+from aesara_bincount_core.gpu.reduction import GpuCAReduce, gpu_reduction_problem
+from aesara_bincount_core.gpu.transfer import HostFromGpu, host_from_gpu
+from aesara_bincount_core.gpu.twin import as_device_array
+from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
+from aesara_bincount_core.gpu.var import GpuArrayConstant
+from aesara_bincount_core.gpu.views import GpuDimShuffle, GpuReshape, GpuSubtensor
+
+try:  # gpu-elemwise's Op; without it Elemwise nodes stay on the host
+    from aesara_bincount_core.gpu.elemwise import GpuElemwise, gpu_elemwise_problem
+except ImportError:  # pragma: no cover - depends on the branch
+    GpuElemwise = gpu_elemwise_problem = None
+
+__all__ = ["GpuLift", "LIFTERS", "gpu_lift"]
+
+#: The lifters, in the order the pass tries them on a node.
+LIFTERS = []
+
+
+def _lifter(*op_classes):
+    """Make ``fn(fgraph, node)`` a node rewriter of ``op_classes`` and a lifter of the pass."""
+
+    def register(fn):
+        rewriter = node_rewriter(list(op_classes))(fn)
+        LIFTERS.append(rewriter)
+        return rewriter
+
+    return register
+
+
+def _to_gpu(v):
+    """``v`` on the GPU: the source of a ``HostFromGpu``, a GPU constant, else a transfer."""
+    if isinstance(v, Constant) and isinstance(v.type, TensorType) and v.type.dtype in GPU_DTYPES:
+        try:
+            value = as_device_array(v.data)
+        except ImportError:  # symbolic graphs without CuPy: a transfer
+            return _on_gpu(v)
+        return GpuArrayConstant(GpuArrayType(v.type.dtype, shape=v.type.shape), value)
+    return _on_gpu(v)
+
+
+def _to_host(old_outputs, new_outputs):
+    """The GPU results back as host tensors of the old outputs' types."""
+    out = []
+    for old, new in zip(old_outputs, new_outputs):
+        host = host_from_gpu(new) if isinstance(new.type, GpuArrayType) else new
+        if host.type != old.type:
+            host = old.type.filter_variable(host, allow_convert=True)
+        copy_stack_trace(old, host)
+        out.append(host)
+    return out
+
+
+def _lift_data(node, twin_class):
+    """``twin_class(node.op)`` applied to the GPU source of input 0, the rest as they are."""
+    g = _from_gpu(node.inputs[0])
+    if g is None:
+        return False
+    new = twin_class(node.op)(g, *node.inputs[1:])
+    return _to_host(node.outputs, [new])
+
+
+@_lifter(DimShuffle)
+def local_gpu_lift_dimshuffle(fgraph, node):
+    """``DimShuffle(HostFromGpu(g))`` -> ``HostFromGpu(GpuDimShuffle(g))``."""
+    return type(node.op) is DimShuffle and _lift_data(node, GpuDimShuffle)
+
+
+@_lifter(Reshape)
+def local_gpu_lift_reshape(fgraph, node):
+    """``Reshape(HostFromGpu(g), shape)`` -> ``HostFromGpu(GpuReshape(g, shape))``."""
+    return type(node.op) is Reshape and _lift_data(node, GpuReshape)
+
+
+@_lifter(Subtensor)
+def local_gpu_lift_subtensor(fgraph, node):
+    """``HostFromGpu(g)[slices]`` -> ``HostFromGpu(GpuSubtensor(g, ...))``."""
+    return type(node.op) is Subtensor and _lift_data(node, GpuSubtensor)
+
+
+@_lifter(CAReduce)
+def local_gpu_lift_careduce(fgraph, node):
+    """``Sum(HostFromGpu(g))`` (and Prod, Max, Min, All, Any) -> ``HostFromGpu(GpuCAReduce(g))``."""
+    if gpu_reduction_problem(node) is not None:
+        return False
+    return _lift_data(node, GpuCAReduce)
+
+
+@_lifter(Shape, Shape_i)
+def local_gpu_lift_shape(fgraph, node):
+    """``Shape(HostFromGpu(g))`` -> ``Shape(g)`` (and ``Shape_i``): no transfer of the array."""
+    g = _from_gpu(node.inputs[0])
+    if g is None or type(node.op) not in (Shape, Shape_i):
+        return False
+    return _to_host(node.outputs, [node.op(g)])
+
+
+@_lifter(AdvancedSubtensor1)
+def local_gpu_lift_gather(fgraph, node):
+    """``HostFromGpu(g)[idx]`` -> ``HostFromGpu(GpuAdvancedSubtensor1(g, idx'))``."""
+    if type(node.op) is not AdvancedSubtensor1:
+        return False
+    x, idx = node.inputs
+    g = _from_gpu(x)
+    if g is None:
+        return False
+    return _to_host(node.outputs, [GpuAdvancedSubtensor1(node.op)(g, _to_gpu(idx))])
+
+
+def _kernel_argument(v):
+    """Whether ``v`` is a host value of one element (a 0-d ``theta``, ``DimShuffle{x}(theta)``,
+    a constant of static shape 1...), which ``GpuElemwise`` takes as a kernel argument."""
+    return (
+        _from_gpu(v) is None
+        and isinstance(v.type, TensorType)
+        and all(s == 1 for s in v.type.shape)
+    )
+
+
+@_lifter(Elemwise)
+def local_gpu_lift_elemwise(fgraph, node):
+    """``Elemwise(HostFromGpu(g), theta, ...)`` -> ``HostFromGpu(GpuElemwise(g, theta, ...))``.
+
+    Host inputs of one element (``theta``, ``DimShuffle{x}(theta)``, a
+    constant) are passed as they are, kernel arguments; the other inputs go
+    to the GPU.
+    """
+    if GpuElemwise is None or type(node.op) is not Elemwise:
+        return False
+    if not any(_from_gpu(v) is not None for v in node.inputs):
+        return False
+    if gpu_elemwise_problem(node) is not None:
+        return False
+    args = [v if _kernel_argument(v) else _to_gpu(v) for v in node.inputs]
+    new = GpuElemwise(node.op.scalar_op)(*args)
+    return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
+
+
+#: The walk: the GPU bincount and scatter-add rewrites walk with the
+#: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
+_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift_walk")
+
+
+class GpuLift(GraphRewriter):
+    """The pass: Aesara's elementwise fusion, then the walk, on graphs with GPU data.
+
+    A graph with no ``HostFromGpu`` is left as it is.  In one with GPU data,
+    Aesara's own ``FusionOptimizer`` first fuses chains of ``Elemwise`` into
+    ``Composite`` nodes (it runs again at 49 for the rest of the graph), so
+    that each fused node becomes one ``GpuElemwise`` kernel; then the walk
+    lifts.
+    """
+
+    def add_requirements(self, fgraph):
+        _fusion.add_requirements(fgraph)
+        _walk.add_requirements(fgraph)
+
+    def apply(self, fgraph):
+        if not any(isinstance(node.op, HostFromGpu) for node in fgraph.apply_nodes):
+            return
+        if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
+            _fusion.apply(fgraph)
+        _walk.apply(fgraph)
+
+
+_fusion = FusionOptimizer(local_elemwise_fusion)
+#: The pass (registered once in ``optdb``, see the module docstring).
+gpu_lift = GpuLift()
+gpu_lift.name = "gpu_lift"
+
+optdb.register(
+    "gpu_lift",
+    gpu_lift,
+    "fast_run",
+    "bincount",
+    "gpu_bincount",
+    "cxx_only",
+    position=48.4,
+)

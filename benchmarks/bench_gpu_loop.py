@@ -1,0 +1,187 @@
+"""The rows of the GPU benchmark for issue 18: the seed's loop and the embedding SGD step, end to end.
+
+Loaded by ``benchmarks/bench_gpu.py`` (the Aesara stack only: every row goes
+through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
+``"loops"`` and :func:`loop_table` to its table.  Rows:
+
+``seed loop``
+    ``bincount(gx, weights=exp(-theta * gv))`` with ``gx`` int64 in
+    ``[0, 1000)`` and ``gv`` float64 GPU shared variables, ``theta`` a host
+    scalar, the result kept on the GPU (``gpu_from_host``), at N = 1e6 and
+    1e8 (``--small``: 20,000).  Candidates: the compiled function (every
+    rewrite), the same function with ``mode.excluding("gpu_lift")`` (today's
+    path before the lifting: ``exp`` and the product on the host, two
+    transfers of N values per call), and ``cupy.bincount(x, cupy.exp(-theta
+    * v))``.  The floor is one read of x and v at the measured copy
+    bandwidth.
+``sgd step``
+    ``W <- W - lr * grad(((W[idx] - t) ** 2).sum(), W)``, all GPU shared
+    (V = 100,000 rows of D = 64 float32, a batch of B = 16,384 indices;
+    ``--small``: 50 x 8, 32).  Candidates: the compiled function, the same
+    step in PyTorch (``index_select`` then ``index_add_`` in place) and in
+    CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
+
+Timing: wall-clock milliseconds of one call followed by a synchronization of
+the device (the same for every candidate, :func:`wall_ms`: median of the
+repeats after one warm-up call; the host path has at most 2 repeats at
+N = 1e8, about 2 s each).  Each row records the 1-minute load average
+(``/proc/loadavg``) when it was timed; host figures from a busy machine
+are marked by it.  ``correct``: the compiled
+function gives what the CuPy (seed loop) or NumPy (SGD step) computation
+gives, to a float tolerance.
+"""
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by path
+    sys.path.insert(0, HERE)
+
+from sizes import size_text  # noqa: E402
+
+__all__ = ["loop_rows", "loop_table", "wall_ms"]
+
+SEED_SIZES = (10**6, 10**8)
+SMALL_SEED_SIZES = (20_000,)
+SGD = (100_000, 64, 16_384)
+SMALL_SGD = (50, 8, 32)
+
+
+def _transfers(f):
+    """How many HostFromGpu and GpuFromHost nodes the compiled function ``f`` runs."""
+    names = [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+    return names.count("HostFromGpu") + names.count("GpuFromHost")
+
+
+def wall_ms(sync, fn, repeat):
+    """Median wall-clock ms of ``fn(); sync()`` over ``repeat`` calls, after one warm-up call."""
+    fn()
+    sync()
+    times = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _seed_row(cp, n, repeat, bandwidth):
+    import aesara
+    import aesara.tensor as at
+    from aesara.compile.mode import get_default_mode
+    from aesara.tensor.extra_ops import bincount
+
+    from aesara_bincount import gpu
+
+    # Made on the device (no host pass over 1e8 values): x spreads over [0, 1000)
+    # in a scrambled order, v in [0, 1).
+    x = cp.arange(n, dtype="int64") * 7919 % 1000
+    v = (cp.arange(n, dtype="int64") * 104729 % 65537) / 65537.0
+    gx, gv = gpu.shared(x, borrow=True), gpu.shared(v, borrow=True)
+    theta = at.dscalar("theta")
+    out = gpu.gpu_from_host(bincount(gx, weights=at.exp(-theta * gv)))
+    f = aesara.function([theta], out)
+    today = aesara.function([theta], out, mode=get_default_mode().excluding("gpu_lift"))
+    sync = cp.cuda.get_current_stream().synchronize
+    row = {"row": "seed loop", "N": n, "load": f"{os.getloadavg()[0]:.1f}"}
+    row["transfers"] = _transfers(f)
+    expected = cp.bincount(x, cp.exp(-0.5 * v))
+    row["correct"] = bool(cp.allclose(f(0.5), expected, rtol=1e-9, atol=1e-9 * n))
+    row["aesara_ms"] = wall_ms(sync, lambda: f(0.5), repeat)
+    row["today_ms"] = wall_ms(sync, lambda: today(0.5), min(repeat, 2) if n > 10**7 else repeat)
+    row["cupy_ms"] = wall_ms(sync, lambda: cp.bincount(x, cp.exp(-0.5 * v)), repeat)
+    row["floor_ms"] = (x.nbytes + v.nbytes) / bandwidth * 1e3  # as bench_gpu's floor of x
+    return row
+
+
+def _sgd_row(cp, torch, sizes, repeat):
+    import aesara
+    import aesara.tensor as at
+
+    from aesara_bincount import gpu
+
+    V, D, B = sizes
+    rng = np.random.default_rng(2)
+    W0 = rng.standard_normal((V, D)).astype("float32")
+    idx0 = rng.integers(0, V, B).astype("int64")
+    t0 = rng.standard_normal((B, D)).astype("float32")
+    W, idx, t = gpu.shared(W0), gpu.shared(idx0), gpu.shared(t0)
+    lr = at.scalar("lr", dtype="float32")
+    loss = ((W[idx] - t) ** 2).sum()
+    f = aesara.function([lr], [], updates={W: W - lr * aesara.grad(loss, W)})
+    sync = cp.cuda.get_current_stream().synchronize
+    row = {"row": "sgd step", "N": B, "V": V, "D": D, "load": f"{os.getloadavg()[0]:.1f}"}
+    row["transfers"] = _transfers(f)
+    f(np.float32(0.01))
+    expected = W0.copy()
+    np.add.at(expected, idx0, -0.01 * 2 * (W0[idx0] - t0))
+    row["correct"] = bool(np.allclose(W.get_value(), expected, rtol=1e-4, atol=1e-4))
+    row["aesara_ms"] = wall_ms(sync, lambda: f(np.float32(0.01)), repeat)
+    if torch is not None:
+        tW, ti, tt = (torch.as_tensor(a, device="cuda") for a in (W0, idx0, t0))
+
+        def torch_step():
+            tW.index_add_(0, ti, tW.index_select(0, ti).sub_(tt).mul_(-0.02))
+
+        row["torch_ms"] = wall_ms(torch.cuda.synchronize, torch_step, repeat)
+    try:
+        import cupyx
+    except ImportError:
+        cupyx = None
+    if cupyx is not None and hasattr(cupyx, "scatter_add"):
+        cW, ci, ct = cp.asarray(W0), cp.asarray(idx0), cp.asarray(t0)
+        row["cupy_ms"] = wall_ms(sync, lambda: cupyx.scatter_add(cW, ci, -0.02 * (cW[ci] - ct)), repeat)
+    return row
+
+
+def loop_rows(cp, torch, small, repeat, bandwidth):
+    """The rows of this module, as dictionaries (see the module docstring)."""
+    rows = []
+    for n in SMALL_SEED_SIZES if small else SEED_SIZES:
+        rows.append(_seed_row(cp, n, repeat, bandwidth))
+        cp.get_default_memory_pool().free_all_blocks()
+    rows.append(_sgd_row(cp, torch, SMALL_SGD if small else SGD, repeat))
+    return rows
+
+
+def _fmt(v):
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def loop_table(rows):
+    """The Markdown table of :func:`loop_rows` (from one or more runs), with the targets' verdicts."""
+    if not rows:
+        return ""
+    lines = [
+        "| row | N | transfers | Aesara e2e ms | today's path ms | cupy ms | torch ms | floor ms "
+        "| load avg | correct |",
+        "|" + "---|" * 10,
+    ]
+    verdicts = []
+    for r in rows:
+        lines.append(
+            f"| {r['row']} | {size_text(r['N'])} | {r['transfers']} | {_fmt(r.get('aesara_ms'))} "
+            f"| {_fmt(r.get('today_ms'))} "
+            f"| {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} | {_fmt(r.get('floor_ms'))} "
+            f"| {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
+        )
+        a = r.get("aesara_ms")
+        if r["row"] == "seed loop" and r["N"] == 10**6:
+            verdicts.append(("seed loop at 1e6 no slower than CuPy", a <= r["cupy_ms"], a / r["cupy_ms"]))
+            speedup = r["today_ms"] / a
+            verdicts.append(("seed loop at 1e6 20x faster than today's path", speedup >= 20, speedup))
+        if r["row"] == "seed loop" and r["N"] == 10**8:
+            ratio = a / r["floor_ms"]
+            verdicts.append(("seed loop at 1e8 within 1.3x of one read of x and v", ratio <= 1.3, ratio))
+        if r["row"] == "sgd step" and r.get("torch_ms"):
+            verdicts.append(("sgd step no slower than PyTorch", a <= r["torch_ms"], a / r["torch_ms"]))
+    lines.append("")
+    lines += [f"- {'PASS' if ok else 'FAIL'}: {what} ({value:.3g})" for what, ok, value in verdicts]
+    return "\n".join(lines)
