@@ -209,6 +209,14 @@ static int APPLY_SPECIFIC(bc_f_reserve)(BC_FHIST *h, npy_intp need)
     return 0;
 }
 
+/* Each weight is rounded to its dtype before it is added, as in the unfused
+ * graph: no contraction of the scalar code's product with the addition into
+ * the bin (a fused multiply-add would round once). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* In the pool's loops the scalar code's failures are only recorded. */
 #define PyErr_SetString(type, msg) ((void)(type), (void)(msg))
 
@@ -300,6 +308,10 @@ static int APPLY_SPECIFIC(bc_f_slow)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i
 }
 #undef BC_SCALAR_FAIL
 #undef PyErr_SetString
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 /* Task t, run by participant `part`: count its slice of x. */
 static void APPLY_SPECIFIC(bc_f_task)(void *arg, int part, npy_intp t)
