@@ -23,9 +23,8 @@ from aesara.tensor.basic import get_scalar_constant_value
 from aesara.tensor.elemwise import DimShuffle, Elemwise
 from aesara.tensor.exceptions import NotScalarConstantError
 
-from aesara_bincount_core.fused import FusedBincount
+from aesara_bincount_core.fused import FusedBincount, scalar_problem
 from aesara_bincount_core.op import Bincount
-from aesara_bincount_core.scalar_codegen import inline_problem
 
 __all__ = ["local_bincount_fusion", "fusion_problem"]
 
@@ -66,8 +65,8 @@ def fusion_problem(fgraph, node, v: Variable) -> Optional[str]:
     str or None
         The reason: not an ``Elemwise`` with one output, other clients than
         ``node`` (the array is needed anyway), no vector input, or the
-        reason of :func:`~aesara_bincount_core.scalar_codegen.inline_problem`
-        (no C code, C code that calls Python, a complex or float16 value).
+        reason of :func:`~aesara_bincount_core.fused.scalar_problem` (no C
+        code, C code that calls Python, a complex or float16 value).
     """
     if v.owner is None or not isinstance(v.owner.op, Elemwise) or len(v.owner.outputs) != 1:
         return "not an Elemwise"
@@ -113,7 +112,7 @@ def _absorb(fgraph, node, v: Variable) -> Optional[Tuple[aes.Composite, List[Var
     if out.type.dtype != v.type.dtype:
         return None
     composite = aes.Composite([inner_of[e] for e in inputs], [out])
-    if inline_problem(composite, "c") is not None:
+    if scalar_problem(composite) is not None:
         return None
     return composite, inputs
 

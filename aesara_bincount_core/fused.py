@@ -8,6 +8,8 @@ in graphs).
 """
 from typing import List, Optional, Tuple
 
+import re
+
 import numpy as np
 from aesara.gradient import DisconnectedType, grad
 from aesara.graph.basic import Apply
@@ -21,7 +23,50 @@ from aesara_bincount_core import _c_code, scalar_codegen
 from aesara_bincount_core.op import Bincount, _constant_int
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 
-__all__ = ["FusedBincount"]
+__all__ = ["FusedBincount", "scalar_problem"]
+
+
+def _macro_body(body: str) -> Optional[str]:
+    """``body`` as the lines of one C macro, or None if it cannot be one.
+
+    The host branch of ``#ifdef KERNEL`` / ``#ifndef KERNEL`` is kept (Aesara's
+    scalar code marks its GPU variants so), comments are removed; any other
+    preprocessor line makes it None.
+    """
+    body = re.sub(r"/\*.*?\*/", " ", body, flags=re.S)
+    out, keep = [], []
+    for line in body.splitlines():
+        s = line.strip()
+        if re.match(r"#\s*ifdef\s+KERNEL\b", s):
+            keep.append(False)
+        elif re.match(r"#\s*ifndef\s+KERNEL\b", s):
+            keep.append(True)
+        elif re.match(r"#\s*else\b", s) and keep:
+            keep[-1] = not keep[-1]
+        elif re.match(r"#\s*endif\b", s) and keep:
+            keep.pop()
+        elif s.startswith("#"):
+            return None
+        elif all(keep):
+            pos = line.find("//")
+            if pos >= 0 and line.count('"', 0, pos) % 2 == 0:
+                line = line[:pos]
+            if line.strip():
+                out.append(line)
+    return None if keep else out
+
+
+def scalar_problem(sop) -> Optional[str]:
+    """Why the scalar graph ``sop`` cannot be inlined by this Op, or None."""
+    problem = scalar_codegen.inline_problem(sop, "c")
+    if problem:
+        return problem
+    ins = [i.type.dtype for i in sop.fgraph.inputs]
+    outs = [o.type.dtype for o in sop.fgraph.outputs]
+    code = scalar_codegen.scalar_code(sop, [f"i{k}" for k in range(len(ins))], ["o0"], "c", ins, outs)
+    if _macro_body(code.body) is None:
+        return "its C code has preprocessor lines"
+    return None
 
 
 def _c_type(dtype: str) -> str:
@@ -225,8 +270,9 @@ class FusedBincount(Bincount):
         return grads + list(grad(None, w_ins, known_grads={w: gw}, disconnected_inputs="ignore"))
 
     # -- C code ------------------------------------------------------------
-    def _codes(self, node):
-        """Generated ``(defines, undefs, support, versions)`` for ``node``."""
+    def _codes(self, node, name="bc_fused"):
+        """Generated ``(defines, undefs, support, versions)`` for ``node``
+        (``name``: a C identifier unique to the node in its module)."""
         x_ins, _, w_ins = self.split_inputs(node.inputs)
         defs = {
             "BC_NX": len(x_ins),
@@ -240,26 +286,22 @@ class FusedBincount(Bincount):
         for sop, ins, first, tag in ((self.x_op, x_ins, 0, "X"), (self.w_op, w_ins, len(x_ins) + 1, "W")):
             if sop is None:
                 continue
-            code = _scalar_group(sop, ins, first, tag.lower())
+            code = _scalar_group(sop, ins, first, tag.lower(), f"{name}_{tag.lower()}")
             defs[f"BC_F{tag}_LOCALS(in)"] = code[0]
             defs[f"BC_FUSED_{tag}(i, dst)"] = code[1]
             support.append(code[2].support)
             versions.append(code[2].version)
+        defs["BC_SCALAR_ERRORS"] = "{" + ", ".join(
+            f'{{&PyExc_{exc}, "{msg}"}}' for exc, msg in scalar_codegen.SCALAR_ERRORS
+        ) + "}"
         define = "\n".join(f"#define {k} {v}" for k, v in defs.items())
         undef = "\n".join(f"#undef {k.split('(')[0]}" for k in defs)
         return define, undef, support, versions
 
-    def c_support_code(self, **kwargs):
-        parts = [super().c_support_code(**kwargs)]
-        for sop in (self.x_op, self.w_op):
-            if sop is not None:
-                parts.append(sop.c_support_code())
-        return "\n".join(p for p in parts if p)
-
     def c_support_code_apply(self, node, name):
-        define, undef, _, _ = self._codes(node)
+        define, undef, support, _ = self._codes(node, name)
         base = super().c_support_code_apply(node, name)
-        return "\n".join(["", define, base, undef])
+        return "\n".join(["", *support, define, base, undef])
 
     def c_headers(self, **kwargs):
         headers = super().c_headers(**kwargs)
@@ -283,9 +325,10 @@ class FusedBincount(Bincount):
         return (self.version, _c_code.sources_hash(self.c_sources), int(bool(self.openmp)))
 
 
-def _scalar_group(sop, ins, first: int, tag: str):
+def _scalar_group(sop, ins, first: int, tag: str, name: str):
     """``(locals, body macro text, ScalarCode)`` of a scalar graph whose inputs
-    are node inputs ``first ...``; ``tag`` ("x" or "w") prefixes names."""
+    are node inputs ``first ...``; ``tag`` ("x" or "w") prefixes variables,
+    ``name`` is the scalar code's per-node name."""
     decls, reads = [], []
     for k, v in enumerate(ins):
         j, t = first + k, _c_type(v.type.dtype)
@@ -303,10 +346,11 @@ def _scalar_group(sop, ins, first: int, tag: str):
         "c",
         [v.type.dtype for v in ins],
         [out_dtype],
+        name=name,
     )
     body_lines = (
         ["do {"] + reads + [f"{_c_type(out_dtype)} bc_{tag}r;", "{"]
-        + [ln for ln in code.body.splitlines() if ln.strip()]
+        + _macro_body(code.body)
         + ["}", f"(dst) = bc_{tag}r;", "} while (0)"]
     )
     return " ".join(decls), " \\\n    ".join(body_lines), code

@@ -8,9 +8,10 @@ file): :func:`inline_problem` says whether a scalar op can be inlined,
 ``Elemwise`` uses it.  Neighbours: :mod:`aesara_bincount_core.fused` (the
 fused CPU bincount that calls this), ``c_code/bincount_fused_cpu.c``.
 
-The body of the C target may contain the statement macro ``BC_SCALAR_FAIL``
-where Aesara's code has ``%(fail)s`` (after a ``PyErr_SetString`` such as
-integer division's "integer division by zero"); the caller defines it.
+The body never calls Python: the one error Aesara's scalar code reports
+(integer division or modulo by zero, a ``PyErr_SetString`` then ``%(fail)s``)
+becomes ``BC_SCALAR_FAIL(code);``, a macro the caller defines, with ``code``
+an index into :data:`SCALAR_ERRORS`.
 """
 import hashlib
 import re
@@ -20,12 +21,12 @@ from typing import Optional, Sequence
 from aesara.graph.utils import MethodNotDefined
 from aesara.scalar import basic as aes
 
-__all__ = ["ScalarCode", "inline_problem", "scalar_code", "TARGETS"]
+__all__ = ["ScalarCode", "SCALAR_ERRORS", "inline_problem", "scalar_code", "TARGETS"]
 
 #: The targets of the generated code.
 TARGETS = ("c",)
 
-ScalarCode = namedtuple("ScalarCode", "support body version")
+ScalarCode = namedtuple("ScalarCode", "support body version errors")
 ScalarCode.__doc__ = """Generated code of one scalar op.
 
 Attributes
@@ -38,14 +39,24 @@ body : str
     macro.
 version : str
     SHA-256 of ``support`` and ``body``, for cache versions.
+errors : tuple of int
+    The codes (:data:`SCALAR_ERRORS`, from 1) the body may report with
+    ``BC_SCALAR_FAIL(code);``.
 """
+
+#: ``(Python exception, message)`` of each error code 1, 2, ... of a body.
+SCALAR_ERRORS = (
+    ("ZeroDivisionError", "integer division by zero"),
+    ("ZeroDivisionError", "integer modulo by zero"),
+)
 
 # Calls into Python allowed in a body: an error message just before the
 # failure (integer division by zero); the caller defers it.
-_ALLOWED_PY = {"PyErr_SetString", "PyErr_Format"}
+_ALLOWED_PY = set()
 _PY_CALL = re.compile(r"\b(Py[A-Za-z_]\w*|_Py\w*)\s*\(")
 _PY_NAME = re.compile(r"\b(PyObject|PyArrayObject|PyArray_\w+|NPY_BEGIN_THREADS\w*)\b")
-_FAIL = "BC_SCALAR_FAIL;"
+_FAIL = "BC_SCALAR_FAIL_SENTINEL"
+_ERROR_RE = re.compile(r'PyErr_SetString\(\s*PyExc_(\w+)\s*,\s*"([^"]*)"\s*\)\s*;\s*' + _FAIL)
 
 
 def _nodes(scalar_op):
@@ -99,6 +110,9 @@ def inline_problem(scalar_op, target: str) -> Optional[str]:
         support, body, _ = _generate(scalar_op, "bc_probe")
     except (MethodNotDefined, NotImplementedError, TypeError, ValueError) as err:
         return f"{scalar_op} has no C code for these dtypes ({type(err).__name__}: {err})"
+    body = _ERROR_RE.sub(
+        lambda m: "" if (m.group(1), m.group(2)) in SCALAR_ERRORS else m.group(0), body
+    )
     return _text_problem(support + "\n" + body)
 
 
@@ -114,34 +128,6 @@ def _text_problem(code: str) -> Optional[str]:
         if s.startswith("#") and not re.match(r"#\s*(ifdef|ifndef|else|endif|define|undef)\b", s):
             return f"its C code has the preprocessor line {s!r}"
     return None
-
-
-def _resolve_kernel_ifdefs(body: str) -> str:
-    """Keep the host branch of ``#ifdef KERNEL`` / ``#else`` / ``#endif``."""
-    out, stack = [], []  # stack of "keep this branch?" per #ifdef level
-    for line in body.splitlines():
-        s = line.strip()
-        if re.match(r"#\s*ifdef\s+KERNEL\b", s):
-            stack.append(False)
-        elif re.match(r"#\s*ifndef\s+KERNEL\b", s):
-            stack.append(True)
-        elif re.match(r"#\s*else\b", s) and stack:
-            stack[-1] = not stack[-1]
-        elif re.match(r"#\s*endif\b", s) and stack:
-            stack.pop()
-        elif all(stack):
-            out.append(line)
-    return "\n".join(out)
-
-
-def _strip_line_comments(code: str) -> str:
-    lines = []
-    for line in code.splitlines():
-        pos = line.find("//")
-        if pos >= 0 and line.count('"', 0, pos) % 2 == 0:
-            line = line[:pos]
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def _generate(scalar_op, name: str, inputs=None, outputs=None, in_dtypes=None):
@@ -166,6 +152,7 @@ def scalar_code(
     target: str,
     in_dtypes: Sequence[str],
     out_dtypes: Sequence[str],
+    name: str = "bc_scalar",
 ) -> ScalarCode:
     """The code of ``scalar_op`` applied to C expressions.
 
@@ -196,11 +183,17 @@ def scalar_code(
     problem = inline_problem(scalar_op, target)
     if problem:
         raise ValueError(f"scalar_code: {scalar_op} cannot be inlined: {problem}")
-    name = "bc_s" + hashlib.sha256(repr((str(scalar_op), tuple(in_dtypes))).encode()).hexdigest()[:12]
     support, body, node = _generate(scalar_op, name, inputs, outputs, in_dtypes)
     got = [o.type.dtype for o in node.outputs]
     if got != list(out_dtypes):
         raise ValueError(f"scalar_code: {scalar_op} gives {got}, not {list(out_dtypes)}")
-    body = _strip_line_comments(_resolve_kernel_ifdefs(body))
+    errors = []
+
+    def report(m):
+        code = SCALAR_ERRORS.index((m.group(1), m.group(2))) + 1
+        errors.append(code)
+        return f"BC_SCALAR_FAIL({code});"
+
+    body = _ERROR_RE.sub(report, body)
     version = hashlib.sha256((support + "\0" + body).encode()).hexdigest()
-    return ScalarCode(support, body, version)
+    return ScalarCode(support, body, version, tuple(sorted(set(errors))))

@@ -26,10 +26,12 @@
  *   BC_FUSED_X(i, dst), BC_FUSED_W(i, dst): statements computing x[i] (or
  *     weights[i]) into dst, from Aesara's scalar C code; for an x or weights
  *     that are inputs as such, this file defines them as reads.  Where the
- *     scalar code fails (integer division by zero) it calls PyErr_SetString
- *     and then BC_SCALAR_FAIL; both are redefined around each loop here: the
- *     pool's loops only record the failure (workers never call Python), and
- *     the calling thread's serial scan raises it.
+ *     scalar code fails (integer division by zero) it calls
+ *     BC_SCALAR_FAIL(code), defined around each loop here: the pool's loops
+ *     only record the failure (workers never call Python), and the calling
+ *     thread's serial scan raises error `code` of BC_SCALAR_ERRORS;
+ *   BC_SCALAR_ERRORS: the initializer of {&PyExc_..., "message"} pairs of
+ *     scalar_codegen.SCALAR_ERRORS.
  *
  * Algorithm: x is cut into tasks that the calling thread and the pool's
  * workers claim (bincount_pool.h).  A task goes through its slice in groups
@@ -83,6 +85,7 @@
     const npy_float64 *BC_RESTRICT bc_wp3 = (const npy_float64 *)(in)[3];    \
     const npy_float64 bc_ws4 = *(const npy_float64 *)(in)[4];
 #define BC_FUSED_W(i, dst) ((dst) = bc_wp3[i] * bc_ws4)
+#define BC_SCALAR_ERRORS {{&PyExc_ZeroDivisionError, "integer division by zero"}}
 #endif
 
 /* An x, or weights, that are inputs as such are read. */
@@ -217,15 +220,13 @@ static int APPLY_SPECIFIC(bc_f_reserve)(BC_FHIST *h, npy_intp need)
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-/* In the pool's loops the scalar code's failures are only recorded. */
-#define PyErr_SetString(type, msg) ((void)(type), (void)(msg))
-
 /* The fast path: groups of eight while every value of a group lies in
  * [0, cap).  Returns the index of the first group that did not (or of the
  * tail shorter than a group), which the slow path handles; on a failure of
  * the scalar code it sets h->status to BC_F_FAULT. */
-#define BC_SCALAR_FAIL                                                         \
+#define BC_SCALAR_FAIL(code)                                                   \
     do {                                                                       \
+        (void)(code);                                                          \
         h->status = BC_F_FAULT;                                                \
         return i;                                                              \
     } while (0)
@@ -277,7 +278,7 @@ static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_i
 #undef BC_SCALAR_FAIL
 
 /* The slow path for element i: wrap, grow, or report; the status. */
-#define BC_SCALAR_FAIL return BC_F_FAULT
+#define BC_SCALAR_FAIL(code) return ((void)(code), BC_F_FAULT)
 static int APPLY_SPECIFIC(bc_f_slow)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i)
 {
     BC_FX_T raw;
@@ -307,7 +308,6 @@ static int APPLY_SPECIFIC(bc_f_slow)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i
     return BC_F_OK;
 }
 #undef BC_SCALAR_FAIL
-#undef PyErr_SetString
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -340,10 +340,23 @@ static void APPLY_SPECIFIC(bc_f_task)(void *arg, int part, npy_intp t)
         __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELAXED);
 }
 
+/* Raise the scalar code's error `code` (1, 2, ...: BC_SCALAR_ERRORS); -1. */
+static int APPLY_SPECIFIC(bc_f_scalar_error)(int code)
+{
+    static const struct {
+        PyObject **type;
+        const char *msg;
+    } errors[] = BC_SCALAR_ERRORS;
+    if (code < 1 || code > (int)(sizeof(errors) / sizeof(errors[0])))
+        PyErr_Format(PyExc_RuntimeError, "bincount: unknown error %d of the scalar code", code);
+    else
+        PyErr_SetString(*errors[code - 1].type, errors[code - 1].msg);
+    return -1;
+}
+
 /* The calling thread's serial scan for the error to raise (see the header);
- * always returns -1 with an exception set.  The scalar code's own
- * PyErr_SetString runs here, with the GIL held. */
-#define BC_SCALAR_FAIL return -1
+ * always returns -1 with an exception set. */
+#define BC_SCALAR_FAIL(code) return APPLY_SPECIFIC(bc_f_scalar_error)(code)
 static int APPLY_SPECIFIC(bc_f_raise)(const BC_FCTX *ctx)
 {
     npy_intp i, bad = -1, neg = -1;
@@ -619,6 +632,7 @@ done:
 #undef BC_ACC_T
 #undef BC_ORDERED
 #undef BC_F_STOP_CHECK
+#undef BC_SCALAR_ERRORS
 #undef BC_FX_LOCALS
 #undef BC_FW_LOCALS
 #undef BC_FUSED_X
