@@ -15,6 +15,7 @@ inlined).
 """
 from typing import List, Optional, Tuple
 
+import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable, clone_replace
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
@@ -38,10 +39,14 @@ def _scalar_input(v: Variable):
     """A broadcast (1,) input of the Elemwise as a 0-d variable or constant."""
     if isinstance(v, Constant):
         try:
-            value = get_scalar_constant_value(v)
+            value = np.asarray(get_scalar_constant_value(v), dtype=v.type.dtype)
         except NotScalarConstantError:
             return None
-        return aes.constant(value, dtype=v.type.dtype)
+        # A literal only for a finite value with its sign bit clear: Aesara's
+        # scalar code writes "(-y)", which a literal -3 turns into "--3".
+        if np.isfinite(value) and not np.signbit(value):
+            return aes.constant(value.item(), dtype=v.type.dtype)
+        return v.dimshuffle()
     if v.owner is not None and isinstance(v.owner.op, DimShuffle):
         inner = v.owner.inputs[0]
         if inner.type.ndim == 0 and v.owner.op.new_order == ("x",):
@@ -124,10 +129,11 @@ def local_bincount_fusion(fgraph, node):
     ``x``, the weights, or both are absorbed when they are the one output of
     an ``Elemwise`` (a ``Composite`` of Aesara's fusion included) whose only
     client is this node, whose scalar graph
-    :func:`~aesara_bincount_core.scalar_codegen.inline_problem` accepts, and
-    that has a vector input.  Constants of the Elemwise become literals of
-    the scalar graph, DimShuffled 0-d inputs are taken as 0-d inputs, and an
-    input used twice is read once.  Only the CPU ``Bincount`` is taken (not
+    :func:`~aesara_bincount_core.fused.scalar_problem` accepts, and that has
+    a vector input.  Finite non-negative constants of the Elemwise become
+    literals of the scalar graph (so that ``x // 4`` divides by a literal 4),
+    other constants and DimShuffled 0-d inputs are taken as 0-d inputs, and
+    an input used twice is read once.  Only the CPU ``Bincount`` is taken (not
     the GPU Op); the replacement has the type of the replaced output.
     """
     if type(node.op) is not Bincount:
