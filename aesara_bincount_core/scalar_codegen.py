@@ -1,152 +1,256 @@
-"""C code from Aesara's scalar ops, for loops of ours that inline them.
+"""The one generator of C and CUDA code from Aesara's scalar ops.
 
-Stand-in of cpu-fusion for the C target only, written to the interface
-agreed with gpu-elemwise (whose generator, for C and CUDA, replaces this
-file): :func:`inline_problem` says whether a scalar op can be inlined,
-:func:`scalar_code` writes it.  The code is the scalar ops' own
-(``c_code``, ``Composite.c_code``, ``c_support_code``), as Aesara's
-``Elemwise`` uses it.  Neighbours: :mod:`aesara_bincount_core.fused` (the
-fused CPU bincount that calls this), ``c_code/bincount_fused_cpu.c``.
+Both the CPU loops that compute a bincount's inputs inline (the fused
+``Bincount``) and the GPU elementwise kernels (:mod:`.gpu.elemwise`) take
+their element code from here, so that the CPU and the GPU compute what
+Aesara's own C backend computes: the code is the scalar ops' own
+``c_code`` (``Composite.c_code`` for fused nodes) and ``c_support_code``, as
+Theano's GPU backend built its ``GpuElemwise`` kernels
+(``theano/gpuarray/elemwise.py``: the scalar op's C code as the kernel body,
+its support code as the kernel's preamble).
 
-The body never calls Python: the one error Aesara's scalar code reports
-(integer division or modulo by zero, a ``PyErr_SetString`` then ``%(fail)s``)
-becomes ``BC_SCALAR_FAIL(code);``, a macro the caller defines, with ``code``
-an index into :data:`SCALAR_ERRORS`.
+- :func:`inline_problem` says whether a scalar op can be inlined for a target
+  (``"c"`` or ``"cuda"``), by a rule on the code it would generate (see
+  :data:`MATH_FUNCTIONS` and the function's Notes), never by a compile error.
+- :func:`scalar_code` generates the code: file-scope ``support`` and the
+  statements of the ``body``, plus a ``version`` hash for cache keys.
+
+For CUDA, what NVRTC lacks (NumPy's ``npy_*`` types, ``M_PI``, ``NAN``) comes
+from ``c_code/scalar_cuda_preamble.cuh`` (:data:`CUDA_PREAMBLE`), which the
+code that includes the body must include first; the GPU kernel template,
+``c_code/elemwise_cuda_kernel.cu``, does.
+
+Errors: of Aesara's scalar ops only integer ``//`` and ``%`` report one (a
+division by zero raises ``ZeroDivisionError`` through Python).  The
+generator turns that report into ``BC_SCALAR_FAIL(code);``, a macro the code
+around the body defines, with ``code`` an index into :data:`SCALAR_ERRORS`
+(1-based), so that no Python is called from inlined code and each caller
+decides how to stop and what to raise.
 """
 import hashlib
 import re
-from collections import namedtuple
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
 
-from aesara.graph.utils import MethodNotDefined
-from aesara.scalar import basic as aes
+from aesara.scalar.basic import Composite, ScalarOp, get_scalar_type
 
-__all__ = ["ScalarCode", "SCALAR_ERRORS", "inline_problem", "scalar_code", "TARGETS"]
+from aesara_bincount_core import _c_code
 
-#: The targets of the generated code.
-TARGETS = ("c",)
+__all__ = [
+    "TARGETS",
+    "DTYPES",
+    "CUDA_PREAMBLE",
+    "FAIL_MACRO",
+    "SCALAR_ERRORS",
+    "MATH_FUNCTIONS",
+    "ScalarCode",
+    "inline_problem",
+    "scalar_code",
+]
 
-ScalarCode = namedtuple("ScalarCode", "support body version errors")
-ScalarCode.__doc__ = """Generated code of one scalar op.
-
-Attributes
-----------
-support : str
-    File-scope code (the scalar ops' support code), to put before the body.
-body : str
-    C statements reading the input expressions and writing the output
-    lvalues; no preprocessor line, no ``//`` comment, so it can sit in a
-    macro.
-version : str
-    SHA-256 of ``support`` and ``body``, for cache versions.
-errors : tuple of int
-    The codes (:data:`SCALAR_ERRORS`, from 1) the body may report with
-    ``BC_SCALAR_FAIL(code);``.
-"""
-
-#: ``(Python exception, message)`` of each error code 1, 2, ... of a body.
+#: The targets: C (C++ compiled by Aesara's compiler) and CUDA (NVRTC).
+TARGETS = ("c", "cuda")
+#: dtypes the generated code may read and write.
+DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64",
+)  # fmt: skip
+#: The header, in ``c_code/``, that CUDA code must include before the support code.
+CUDA_PREAMBLE = "scalar_cuda_preamble.cuh"
+#: The macro the body calls to report an error: ``BC_SCALAR_FAIL(code);``.
+FAIL_MACRO = "BC_SCALAR_FAIL"
+#: ``(Python exception, message)`` of each error code ``1, 2, ...`` the body may report.
 SCALAR_ERRORS = (
     ("ZeroDivisionError", "integer division by zero"),
     ("ZeroDivisionError", "integer modulo by zero"),
 )
 
-# Calls into Python allowed in a body: an error message just before the
-# failure (integer division by zero); the caller defers it.
-_ALLOWED_PY = set()
-_PY_CALL = re.compile(r"\b(Py[A-Za-z_]\w*|_Py\w*)\s*\(")
-_PY_NAME = re.compile(r"\b(PyObject|PyArrayObject|PyArray_\w+|NPY_BEGIN_THREADS\w*)\b")
-_FAIL = "BC_SCALAR_FAIL_SENTINEL"
-_ERROR_RE = re.compile(r'PyErr_SetString\(\s*PyExc_(\w+)\s*,\s*"([^"]*)"\s*\)\s*;\s*' + _FAIL)
+#: Functions the scalar code may call: those of C99's <math.h> (and C's abs)
+#: that CUDA also provides as device functions (CUDA Math API, "Mathematical
+#: Functions" of the CUDA C++ Programming Guide), in double and float forms.
+MATH_FUNCTIONS = frozenset(
+    f + suffix
+    for f in (
+        "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign",
+        "cos", "cosh", "erf", "erfc", "exp", "exp2", "expm1", "fabs", "fdim", "floor", "fma",
+        "fmax", "fmin", "fmod", "hypot", "ldexp", "lgamma", "log", "log10", "log1p", "log2",
+        "nan", "nearbyint", "pow", "remainder", "rint", "round", "sin", "sinh", "sqrt", "tan", "tanh",
+        "tgamma", "trunc",
+    )
+    for suffix in ("", "f")
+) | frozenset(("abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"))  # fmt: skip
+
+# Words that look like calls but are not: C keywords, the npy_* casts.
+_NOT_CALLS = frozenset(("if", "while", "for", "switch", "return", "sizeof", "defined"))
+_CAST_TYPES = re.compile(r"^(npy_\w+|double|float|int|long|unsigned|char|short|signed|bool)$")
+_SENTINEL = "BC_SCALAR_FAIL_SENTINEL"
+_ERROR_RE = re.compile(
+    r'PyErr_SetString\(\s*PyExc_(\w+)\s*,\s*"((?:[^"\\]|\\.)*)"\s*\)\s*;\s*' + _SENTINEL
+)
+_PYTHON_RE = re.compile(r"\b_?(Py[A-Z_]\w*|NPY_\w+|PyArray\w*)\b")
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+_CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_DEFINED_RE = re.compile(r"#\s*define\s+(\w+)|\b(\w+)\s*\([^;{}()]*\)\s*\{")
 
 
-def _nodes(scalar_op):
-    if isinstance(scalar_op, aes.Composite):
-        return list(scalar_op.fgraph.toposort())
+@dataclass(frozen=True)
+class ScalarCode:
+    """Generated code of one scalar op.
+
+    Attributes
+    ----------
+    support : str
+        File-scope code (the scalar ops' ``c_support_code`` and
+        ``c_support_code_apply``); for CUDA it follows an
+        ``#include`` of :data:`CUDA_PREAMBLE`.
+    body : str
+        Statements, in a block of their own, that read the input
+        expressions once each and assign every output lvalue.
+    version : str
+        SHA-256 of the target, the support code, the body and (for CUDA) the
+        preamble: a key for caches and Op cache versions.
+    errors : tuple of int
+        The codes (:data:`SCALAR_ERRORS`) the body may report through
+        ``BC_SCALAR_FAIL(code);``; empty for most ops.
+    """
+
+    support: str
+    body: str
+    version: str
+    errors: Tuple[int, ...]
+
+
+def _strip(code: str) -> str:
+    return _STRING_RE.sub('""', _COMMENT_RE.sub(" ", code))
+
+
+def _scalar_node(scalar_op: ScalarOp, in_dtypes: Optional[Sequence[str]]):
+    if in_dtypes is None:
+        if isinstance(scalar_op, Composite):
+            in_dtypes = [i.type.dtype for i in scalar_op.inputs]
+        else:
+            in_dtypes = ["float64"] * max(scalar_op.nin, 1)
+    return scalar_op.make_node(*[get_scalar_type(dtype=d)() for d in in_dtypes])
+
+
+def _generate(scalar_op, node, inputs, outputs, name):
+    """(support, body, errors, problem) of ``node``: the raw code of the op with
+    the error reports replaced; ``problem`` is why it cannot be inlined."""
+    in_names = [f"bc_sc_in{j}" for j in range(len(node.inputs))]
+    out_names = [f"bc_sc_out{j}" for j in range(len(node.outputs))]
+    try:
+        raw = scalar_op.c_code(node, name, in_names, out_names, {"fail": _SENTINEL, "id": "0"})
+        support = "\n".join(
+            s for s in (scalar_op.c_support_code(), scalar_op.c_support_code_apply(node, name)) if s
+        )
+    except NotImplementedError as exc:  # also aesara's MethodNotDefined
+        return "", "", (), f"{scalar_op} has no C code for these dtypes ({type(exc).__name__}: {exc})"
+    errors = []
+
+    def report(match):
+        key = (match.group(1), match.group(2))
+        if key not in SCALAR_ERRORS:
+            return match.group(0)  # left as is: the Python rule below refuses it
+        code = SCALAR_ERRORS.index(key) + 1
+        errors.append(code)
+        return f"{FAIL_MACRO}({code});"
+
+    raw = _ERROR_RE.sub(report, raw)
+    lines = [
+        f"const {t.type.dtype_specs()[1]} {n} = ({e});" for t, n, e in zip(node.inputs, in_names, inputs)
+    ]
+    lines += [f"{t.type.dtype_specs()[1]} {n};" for t, n in zip(node.outputs, out_names)]
+    lines.append(raw.strip())
+    lines += [f"{e} = {n};" for n, e in zip(out_names, outputs)]
+    body = "{\n" + "\n".join(lines) + "\n}"
+    return support, body, tuple(sorted(set(errors))), None
+
+
+def _code_problem(scalar_op, node, support: str, body: str, target: str) -> Optional[str]:
+    """The rule: why this generated code cannot be inlined, or None."""
+    ops = [scalar_op]
+    if isinstance(scalar_op, Composite):
+        ops += [n.op for n in scalar_op.fgraph.toposort()]
+    for op in ops:
+        if op.c_header_dirs():
+            return f"{op} needs header files of its own ({op.c_header_dirs()})"
+    code = _strip(support + "\n" + body)
+    if _SENTINEL in code:
+        return f"{scalar_op} reports an error that the generator does not know"
+    found = _PYTHON_RE.search(code)
+    if found:
+        return f"{scalar_op}'s C code calls Python or the NumPy C API ({found.group(1)})"
+    defined = {a or b for a, b in _DEFINED_RE.findall(code)}
+    for call in _CALL_RE.findall(code):
+        if call in _NOT_CALLS or _CAST_TYPES.match(call) or call in MATH_FUNCTIONS:
+            continue
+        if call in defined or call == FAIL_MACRO:
+            continue
+        return f"{scalar_op}'s C code calls {call}(), which is not a C99 math function"
+    if target == "cuda" and re.search(r"\)\s*\{", _strip(support)) and "WITHIN_KERNEL" not in support:
+        return f"{scalar_op}'s support code defines functions that are not marked for the device"
     return None
 
 
-def inline_problem(scalar_op, target: str) -> Optional[str]:
-    """Why ``scalar_op`` cannot be inlined for ``target``, or None if it can.
+def inline_problem(scalar_op: ScalarOp, target: str, in_dtypes: Optional[Sequence[str]] = None) -> Optional[str]:
+    """Why ``scalar_op`` cannot be inlined for ``target``, or None when it can.
 
     Parameters
     ----------
     scalar_op : aesara.scalar.ScalarOp
-        A scalar op; a :class:`~aesara.scalar.basic.Composite` is judged by
-        the nodes of its graph, with their dtypes.  A plain op is judged by
-        its class only (its dtypes are not known here): callers that know
-        them wrap it in a ``Composite``.
-    target : {"c"}
-        Where the code runs.
+        Any scalar op, a ``Composite`` included.
+    target : {"c", "cuda"}
+    in_dtypes : sequence of str, optional
+        dtypes of the inputs; by default a ``Composite``'s own input types,
+        and float64 for any other op (whose C code may depend on them: give
+        them).
 
     Returns
     -------
     str or None
-        The reason (no C code, a complex or float16 value, a call into
-        Python other than an error message before a failure, a preprocessor
-        line other than ``#ifdef KERNEL``), or None.
+        The reason, for messages and for tests.
 
     Raises
     ------
     ValueError
-        For an unknown ``target``.
+        An unknown target.
+
+    Notes
+    -----
+    The rule, tested on every scalar op of Aesara and every dtype
+    (``tests/test_scalar_codegen.py``): every input and output dtype is one
+    of :data:`DTYPES` (no complex, no float16); the op has C code for these
+    dtypes; it needs no header folders of its own; its code and support
+    code, once the known error reports are replaced (see the module
+    docstring), name no Python or NumPy C API (``Py*``, ``NPY_*``) and call
+    nothing but :data:`MATH_FUNCTIONS` and what the support code defines;
+    for CUDA, functions defined in the support code are marked
+    ``WITHIN_KERNEL``.
     """
     if target not in TARGETS:
-        raise ValueError(f"inline_problem: unknown target {target!r}; expected one of {TARGETS}")
-    nodes = _nodes(scalar_op)
-    if nodes is None:
-        if type(scalar_op).c_code is aes.ScalarOp.c_code:
-            return f"{scalar_op} has no C code"
-        return None
-    for node in nodes:
-        if isinstance(node.op, aes.Composite):
-            problem = inline_problem(node.op, target)
-            if problem:
-                return problem
-            continue
-        for v in node.inputs + node.outputs:
-            if v.type.dtype.startswith("complex") or v.type.dtype == "float16":
-                return f"{node.op} works on {v.type.dtype}"
+        raise ValueError(f"scalar_codegen: unknown target {target!r}; use one of {TARGETS}")
+    if not isinstance(scalar_op, ScalarOp):
+        return f"{scalar_op} is not a scalar op"
     try:
-        support, body, _ = _generate(scalar_op, "bc_probe")
-    except (MethodNotDefined, NotImplementedError, TypeError, ValueError) as err:
-        return f"{scalar_op} has no C code for these dtypes ({type(err).__name__}: {err})"
-    body = _ERROR_RE.sub(
-        lambda m: "" if (m.group(1), m.group(2)) in SCALAR_ERRORS else m.group(0), body
-    )
-    return _text_problem(support + "\n" + body)
-
-
-def _text_problem(code: str) -> Optional[str]:
-    for m in _PY_CALL.finditer(code):
-        if m.group(1) not in _ALLOWED_PY:
-            return f"its C code calls {m.group(1)}"
-    m = _PY_NAME.search(code)
-    if m:
-        return f"its C code uses {m.group(1)}"
-    for line in code.splitlines():
-        s = line.strip()
-        if s.startswith("#") and not re.match(r"#\s*(ifdef|ifndef|else|endif|define|undef)\b", s):
-            return f"its C code has the preprocessor line {s!r}"
-    return None
-
-
-def _generate(scalar_op, name: str, inputs=None, outputs=None, in_dtypes=None):
-    if in_dtypes is None:
-        if not isinstance(scalar_op, aes.Composite):
-            raise TypeError("dtypes are needed for a plain scalar op")
-        in_dtypes = [i.type.dtype for i in scalar_op.fgraph.inputs]
-    node = scalar_op.make_node(*[aes.get_scalar_type(dt)() for dt in in_dtypes])
-    inputs = inputs or [f"i{k}" for k in range(len(node.inputs))]
-    outputs = outputs or [f"o{k}" for k in range(len(node.outputs))]
-    body = scalar_op.c_code(node, name, list(inputs), list(outputs), dict(fail=_FAIL, id=name))
-    support = "\n".join(
-        s for s in (scalar_op.c_support_code(), scalar_op.c_support_code_apply(node, name)) if s
-    )
-    return support, body, node
+        node = _scalar_node(scalar_op, in_dtypes)
+    except Exception as exc:  # the op refuses these types
+        return f"{scalar_op} does not take {list(in_dtypes or [])} ({type(exc).__name__}: {exc})"
+    for var in list(node.inputs) + list(node.outputs):
+        if var.type.dtype not in DTYPES:
+            return f"{scalar_op} works on {var.type.dtype}, which is not one of {DTYPES}"
+    if isinstance(scalar_op, Composite):
+        for var in scalar_op.fgraph.variables:
+            if getattr(var.type, "dtype", None) not in DTYPES:
+                return f"{scalar_op} works on {var.type.dtype} inside, which is not one of {DTYPES}"
+    names_in = [f"in{j}" for j in range(len(node.inputs))]
+    names_out = [f"out{j}" for j in range(len(node.outputs))]
+    support, body, _, problem = _generate(scalar_op, node, names_in, names_out, "bc_scalar")
+    return problem or _code_problem(scalar_op, node, support, body, target)
 
 
 def scalar_code(
-    scalar_op,
+    scalar_op: ScalarOp,
     inputs: Sequence[str],
     outputs: Sequence[str],
     target: str,
@@ -154,21 +258,25 @@ def scalar_code(
     out_dtypes: Sequence[str],
     name: str = "bc_scalar",
 ) -> ScalarCode:
-    """The code of ``scalar_op`` applied to C expressions.
+    """Generate the code of ``scalar_op`` for ``target``.
 
     Parameters
     ----------
     scalar_op : aesara.scalar.ScalarOp
-        The op (a ``Composite`` for a fused graph).
+        The op, a ``Composite`` included.
     inputs : sequence of str
-        C expressions of the inputs; each may be evaluated several times, so
-        pass plain variables.
+        One C expression per input, of the input's dtype (or convertible to
+        it); each is evaluated once, before any output is written, so an
+        output may alias an input.
     outputs : sequence of str
-        C lvalues the outputs are written to.
-    target : {"c"}
-        Where the code runs.
+        One C lvalue per output.
+    target : {"c", "cuda"}
     in_dtypes, out_dtypes : sequence of str
-        dtypes of the inputs and outputs.
+        dtypes of the inputs and of the outputs (those of the ``Elemwise``
+        node); the outputs must be those the op gives for these inputs.
+    name : str
+        A C identifier, unique in the translation unit, for the op's
+        per-node support code (``c_support_code_apply``).
 
     Returns
     -------
@@ -177,23 +285,25 @@ def scalar_code(
     Raises
     ------
     ValueError
-        For an unknown target, dtypes that do not match the op's outputs,
-        or an op that :func:`inline_problem` refuses.
+        An unknown target, wrong numbers of expressions, output dtypes the
+        op does not give, or an op that :func:`inline_problem` refuses (the
+        message holds the reason).
     """
-    problem = inline_problem(scalar_op, target)
+    problem = inline_problem(scalar_op, target, in_dtypes)
     if problem:
-        raise ValueError(f"scalar_code: {scalar_op} cannot be inlined: {problem}")
-    support, body, node = _generate(scalar_op, name, inputs, outputs, in_dtypes)
-    got = [o.type.dtype for o in node.outputs]
-    if got != list(out_dtypes):
-        raise ValueError(f"scalar_code: {scalar_op} gives {got}, not {list(out_dtypes)}")
-    errors = []
-
-    def report(m):
-        code = SCALAR_ERRORS.index((m.group(1), m.group(2))) + 1
-        errors.append(code)
-        return f"BC_SCALAR_FAIL({code});"
-
-    body = _ERROR_RE.sub(report, body)
-    version = hashlib.sha256((support + "\0" + body).encode()).hexdigest()
-    return ScalarCode(support, body, version, tuple(sorted(set(errors))))
+        raise ValueError(f"scalar_codegen: cannot inline: {problem}")
+    node = _scalar_node(scalar_op, in_dtypes)
+    if len(inputs) != len(node.inputs) or len(outputs) != len(node.outputs):
+        raise ValueError(
+            f"scalar_codegen: {scalar_op} takes {len(node.inputs)} inputs and gives "
+            f"{len(node.outputs)} outputs; got {len(inputs)} and {len(outputs)} expressions"
+        )
+    given = [o.type.dtype for o in node.outputs]
+    if list(out_dtypes) != given:
+        raise ValueError(f"scalar_codegen: {scalar_op} gives {given} for {list(in_dtypes)}, not {list(out_dtypes)}")
+    support, body, errors, _ = _generate(scalar_op, node, inputs, outputs, name)
+    h = hashlib.sha256()
+    for part in (target, support, body, _c_code.read_source(CUDA_PREAMBLE) if target == "cuda" else ""):
+        h.update(part.encode())
+        h.update(b"\0")
+    return ScalarCode(support=support, body=body, version=h.hexdigest(), errors=errors)

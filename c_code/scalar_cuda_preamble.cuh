@@ -1,0 +1,77 @@
+/*
+ * scalar_cuda_preamble.cuh -- what the C code of Aesara's scalar ops needs
+ * to compile as CUDA device code, under NVRTC (which has no C standard
+ * headers and no NumPy) and under the host compiler of the test-suite's
+ * emulation of CUDA (tests/gpu_emu/cuda_emu.h).
+ *
+ * The code generator (aesara_bincount_core/scalar_codegen.py) emits scalar
+ * code that names NumPy's fixed-width C types (npy_int8 ... npy_float64,
+ * npy_bool), the math functions of C99 (exp, log1p, floorf, ...), which CUDA
+ * provides as device functions, and a few macros of <math.h> (M_PI, NAN,
+ * INFINITY).  The device functions of some scalar ops' support code are
+ * marked WITHIN_KERNEL (the macro of libgpuarray that Theano's GPU backend
+ * defined; Aesara's support code still tests it).  The kernel template that
+ * includes this file is c_code/elemwise_cuda_kernel.cu.
+ *
+ * The typedefs are those of NumPy on LP64 platforms (Linux), so that the
+ * overloads the scalar code calls resolve as they do in Aesara's C code.
+ */
+#ifndef BC_SCALAR_CUDA_PREAMBLE_CUH
+#define BC_SCALAR_CUDA_PREAMBLE_CUH
+
+#ifndef __CUDACC_RTC__
+#include <math.h> /* the emulation: the host's libm is the device's math */
+#endif
+
+typedef unsigned char npy_bool;
+typedef signed char npy_int8;
+typedef unsigned char npy_uint8;
+typedef short npy_int16;
+typedef unsigned short npy_uint16;
+typedef int npy_int32;
+typedef unsigned int npy_uint32;
+typedef long npy_int64;
+typedef unsigned long npy_uint64;
+typedef float npy_float32;
+typedef double npy_float64;
+typedef long npy_intp;
+typedef unsigned long npy_uintp;
+
+#ifndef WITHIN_KERNEL
+#define WITHIN_KERNEL __device__
+#endif
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000) /* float, as <math.h>'s NAN */
+#endif
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+#ifdef __CUDACC_RTC__
+/* CUDA declares the math functions for float and double only, so a call with
+ * an integer (Aesara's trunc and pow of integers) is ambiguous; C++'s <cmath>,
+ * which Aesara's C code gets, converts integers to double.  So does this. */
+#define BC_INT_MATH1(f, T)                                                                         \
+    static __device__ __forceinline__ double f(T x) { return f((double)x); }
+#define BC_INT_MATH2(f, T)                                                                         \
+    static __device__ __forceinline__ double f(T x, T y) { return f((double)x, (double)y); }
+#define BC_INT_MATH_ALL(M, f)                                                                      \
+    M(f, signed char) M(f, unsigned char) M(f, short) M(f, unsigned short) M(f, int)               \
+    M(f, unsigned int) M(f, long) M(f, unsigned long) M(f, long long) M(f, unsigned long long)
+BC_INT_MATH_ALL(BC_INT_MATH1, floor)
+BC_INT_MATH_ALL(BC_INT_MATH1, ceil)
+BC_INT_MATH_ALL(BC_INT_MATH1, trunc)
+BC_INT_MATH_ALL(BC_INT_MATH1, sqrt)
+BC_INT_MATH_ALL(BC_INT_MATH1, exp)
+BC_INT_MATH_ALL(BC_INT_MATH1, log)
+BC_INT_MATH_ALL(BC_INT_MATH2, pow)
+#undef BC_INT_MATH_ALL
+#undef BC_INT_MATH2
+#undef BC_INT_MATH1
+#endif
+
+#endif /* BC_SCALAR_CUDA_PREAMBLE_CUH */

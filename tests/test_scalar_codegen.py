@@ -1,0 +1,213 @@
+"""The scalar code generator (aesara_bincount_core/scalar_codegen.py).
+
+- The inline rule on chosen ops (what it accepts and refuses, and why).
+- The C target: every scalar op and dtype the rule accepts, compiled into one
+  shared library with g++ against Python's and NumPy's headers (as Aesara's
+  modules are), run over edge values and compared with the same Elemwise
+  graph compiled by Aesara's C linker (one module).
+- The CUDA target: the same cases, one NVRTC compile (skipped without NVRTC);
+  they run on the emulation in tests/gpu/test_cuda_elemwise.py.
+"""
+import ctypes
+import os
+import subprocess
+import sysconfig
+
+import aesara
+import aesara.scalar as aes
+import aesara.scalar.math as scalar_math
+import aesara.tensor as at
+import numpy as np
+import pytest
+from aesara.compile.mode import Mode
+from aesara.tensor.elemwise import Elemwise
+
+from aesara_bincount_core import _c_code, scalar_codegen
+from aesara_bincount_core.scalar_codegen import inline_problem, scalar_code
+from tests import scalar_cases
+
+BUILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".cache", "tests")
+
+
+def _composite_exp():
+    theta, v = aes.float64("theta"), aes.float32("v")
+    return aes.Composite([theta, v], [aes.exp(-theta * v)])
+
+
+class _PythonOp(aes.UnaryScalarOp):
+    """A scalar op whose C code calls Python."""
+
+    nfunc_spec = None
+
+    def impl(self, x):
+        return x
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return f"{outputs[0]} = PyFloat_AsDouble(PyFloat_FromDouble({inputs[0]}));"
+
+
+class _UnknownCallOp(aes.UnaryScalarOp):
+    def impl(self, x):
+        return x
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return f"{outputs[0]} = my_helper({inputs[0]});"
+
+
+@pytest.mark.parametrize("target", scalar_codegen.TARGETS)
+def test_inline_rule(target):
+    assert inline_problem(aes.exp, target, ["float64"]) is None
+    assert inline_problem(aes.add, target, ["int8", "int8"]) is None
+    assert inline_problem(aes.int_div, target, ["int64", "int64"]) is None  # errors: BC_SCALAR_FAIL
+    assert inline_problem(aes.psi, target, ["float32"]) is None  # WITHIN_KERNEL support code
+    assert inline_problem(_composite_exp(), target) is None
+    assert "complex" in inline_problem(aes.exp, target, ["complex128"])
+    assert "float16" in inline_problem(aes.exp, target, ["float16"])
+    assert "no C code" in inline_problem(aes.psi, target, ["int8"])
+    assert "header files" in inline_problem(scalar_math.erfcx, target, ["float64"])
+    assert "NPY_NAN" in inline_problem(scalar_math.gammainc, target, ["float64", "float64"])
+    assert "j0()" in inline_problem(scalar_math.j0, target, ["float64"])  # POSIX, not C99
+    assert "Python" in inline_problem(_PythonOp(aes.upgrade_to_float), target, ["float64"])
+    assert "my_helper" in inline_problem(_UnknownCallOp(aes.upgrade_to_float), target, ["float64"])
+    with pytest.raises(ValueError, match="unknown target"):
+        inline_problem(aes.exp, "opencl")
+
+
+def test_scalar_code_contract():
+    code = scalar_code(aes.int_div, ["a[i]", "b[i]"], ["z[i]"], "c", ["int32", "int32"], ["int32"])
+    assert code.errors == (1,) and "BC_SCALAR_FAIL(1);" in code.body
+    assert "PyErr" not in code.body and "AESARA_MACRO_MOD" in code.support
+    # each input expression is read once, into a temporary, before any output is written
+    assert code.body.count("a[i]") == 1 and code.body.index("a[i]") < code.body.index("z[i] =")
+    other = scalar_code(aes.int_div, ["a[i]", "b[i]"], ["z[i]"], "cuda", ["int32", "int32"], ["int32"])
+    assert other.version != code.version
+    with pytest.raises(ValueError, match="gives"):
+        scalar_code(aes.add, ["a", "b"], ["z"], "c", ["int8", "int8"], ["int16"])
+    with pytest.raises(ValueError, match="cannot inline"):
+        scalar_code(aes.exp, ["a"], ["z"], "c", ["complex64"], ["complex64"])
+    with pytest.raises(ValueError, match="takes 2 inputs"):
+        scalar_code(aes.add, ["a"], ["z"], "c", ["int8", "int8"], ["int8"])
+
+
+def _ctype(dtype):
+    return aes.get_scalar_type(dtype).dtype_specs()[1]
+
+
+def _c_library(cases):
+    """Build one shared library with a loop ``case_k`` per case (C target)."""
+    support, functions = [], []
+    for k, (name, op, dtype) in enumerate(cases):
+        node = op.make_node(*[aes.get_scalar_type(dtype)() for _ in range(op.nin if op.nin > 0 else 2)])
+        in_dtypes = [i.type.dtype for i in node.inputs]
+        out_dtypes = [o.type.dtype for o in node.outputs]
+        ins = [f"((const {_ctype(d)} *)in{j})[i]" for j, d in enumerate(in_dtypes)]
+        outs = [f"((({_ctype(out_dtypes[0])} *)out)[i])"]
+        code = scalar_code(op, ins, outs, "c", in_dtypes, out_dtypes, name=f"case{k}")
+        if code.support not in support:
+            support.append(code.support)
+        params = ", ".join(f"const void *in{j}" for j in range(len(ins)))
+        functions.append(
+            f'extern "C" int case{k}({params}, void *out, long n) {{\n'
+            f"#define BC_SCALAR_FAIL(code) return (code)\n"
+            f"for (long i = 0; i < n; i++) {code.body}\n#undef BC_SCALAR_FAIL\nreturn 0;\n}}\n"
+        )
+    text = "#include <Python.h>\n#include <numpy/arrayobject.h>\n#include <math.h>\n"
+    text += "\n".join(support) + "\n" + "\n".join(functions)
+    os.makedirs(BUILD, exist_ok=True)
+    key = scalar_codegen.hashlib.sha256(text.encode()).hexdigest()[:16]
+    lib = os.path.join(BUILD, f"scalar_c_cases-{key}.so")
+    if not os.path.exists(lib):
+        src = lib[:-3] + ".cpp"
+        with open(src, "w") as f:
+            f.write(text)
+        cmd = ["g++", "-O2", "-shared", "-fPIC", "-w", f"-I{sysconfig.get_paths()['include']}",
+               f"-I{np.get_include()}", "-o", lib + ".tmp", src]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        os.replace(lib + ".tmp", lib)
+    return ctypes.CDLL(lib)
+
+
+def _ulps(a, b):
+    """Distance in units in the last place of ``b``'s dtype (NaN == NaN, -0 != +0)."""
+    same = (a == b) & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a.astype(np.float64) - b.astype(np.float64)) / np.spacing(np.abs(b)).astype(np.float64)
+    return np.where(same, 0.0, np.nan_to_num(d, nan=np.inf))
+
+
+def test_c_target_equals_cpu_graph():
+    cases, refused = scalar_cases.cases("c")
+    assert len(cases) > 600 and all(reason for _, _, reason in refused)
+    lib = _c_library(cases)
+    variables, outputs, arrays = [], [], []
+    for name, op, dtype in cases:
+        args = scalar_cases.operands(name, op, dtype)
+        vs = [at.tensor(dtype, shape=(None,)) for _ in args]
+        variables += vs
+        arrays += args
+        outputs.append(Elemwise(op)(*vs))
+    f = aesara.function(variables, outputs, mode=Mode(linker="c", optimizer=None))
+    expected = f(*arrays)
+    worst = {}
+    pos = 0
+    for k, ((name, op, dtype), want) in enumerate(zip(cases, expected)):
+        nin = op.nin if op.nin > 0 else 2
+        args = [np.ascontiguousarray(a) for a in arrays[pos:pos + nin]]
+        pos += nin
+        got = np.empty_like(want)
+        rc = getattr(lib, f"case{k}")(*[a.ctypes.data for a in args], ctypes.c_void_p(got.ctypes.data),
+                                       ctypes.c_long(got.size))  # fmt: skip
+        assert rc == 0, (name, dtype)
+        if want.dtype.kind == "f":
+            worst[(name, dtype)] = _ulps(got, want).max()
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {dtype}")
+    bad = {k: v for k, v in worst.items() if v > 0}
+    assert not bad, bad  # the same code and compiler: bit for bit
+
+
+def test_c_target_reports_division_by_zero():
+    cases = [("floor_divide", aes.int_div, "int32"), ("mod", aes.mod, "int64")]
+    lib = _c_library(cases)
+    for k, (name, op, dtype) in enumerate(cases):
+        a = np.array([7, 8], dtype=dtype)
+        b = np.array([2, 0], dtype=dtype)
+        got = np.empty(2, dtype=dtype)
+        rc = getattr(lib, f"case{k}")(a.ctypes.data, b.ctypes.data, ctypes.c_void_p(got.ctypes.data),
+                                       ctypes.c_long(2))  # fmt: skip
+        exc, message = scalar_codegen.SCALAR_ERRORS[rc - 1]
+        x, y = at.vector(dtype=dtype), at.vector(dtype=dtype)
+        f = aesara.function([x, y], Elemwise(op)(x, y), mode=Mode(linker="c", optimizer=None))
+        with pytest.raises(getattr(__builtins__, exc, ZeroDivisionError), match=message):
+            f(a, b)
+
+
+def test_cuda_target_compiles_with_nvrtc():
+    nvrtc = pytest.importorskip("aesara_bincount_core.cuda.nvrtc")
+    try:
+        lib = nvrtc.load()
+    except nvrtc.NvrtcError as exc:
+        pytest.skip(str(exc))
+    cases, _ = scalar_cases.cases("cuda")
+    support, functions = [], []
+    for k, (name, op, dtype) in enumerate(cases):
+        node = op.make_node(*[aes.get_scalar_type(dtype)() for _ in range(op.nin if op.nin > 0 else 2)])
+        in_dtypes = [i.type.dtype for i in node.inputs]
+        out_dtypes = [o.type.dtype for o in node.outputs]
+        ins = [f"((const {_ctype(d)} *)in{j})[i]" for j, d in enumerate(in_dtypes)]
+        code = scalar_code(op, ins, [f"(({_ctype(out_dtypes[0])} *)out)[i]"], "cuda", in_dtypes,
+                           out_dtypes, name=f"case{k}")  # fmt: skip
+        if code.support not in support:
+            support.append(code.support)
+        params = ", ".join(f"const void *in{j}" for j in range(len(ins)))
+        functions.append(
+            f'extern "C" __global__ void case{k}({params}, void *out, long n, int *err) {{\n'
+            "long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
+            "#define BC_SCALAR_FAIL(code) *err = (code)\n"
+            f"{code.body}\n#undef BC_SCALAR_FAIL\n}}\n"
+        )
+    source = f'#include "{scalar_codegen.CUDA_PREAMBLE}"\n' + "\n".join(support) + "\n".join(functions)
+    headers = {scalar_codegen.CUDA_PREAMBLE: _c_code.read_source(scalar_codegen.CUDA_PREAMBLE)}
+    image = nvrtc.compile_cached(source, "scalar_cuda_cases.cu", 80, ("-std=c++17",), headers, lib)
+    assert image.data
