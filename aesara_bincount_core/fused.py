@@ -214,9 +214,17 @@ class FusedBincount(Bincount):
         x_ins, n, w_ins = self.split_inputs(inputs)
 
         def build(sop, ins):
+            # One Elemwise per node of the scalar graph (a Composite has no
+            # gradient in Aesara 2.9; its nodes do).
             if sop is None:
                 return ins[0]
-            return Elemwise(sop)(*[v if v.type.ndim == 1 else v.dimshuffle("x") for v in ins])
+            memo = dict(zip(sop.fgraph.inputs, [v if v.type.ndim == 1 else v.dimshuffle("x") for v in ins]))
+            for node in sop.fgraph.toposort():
+                args = [memo[i] if i in memo else as_tensor_variable(np.asarray(i.data, i.type.dtype))
+                        for i in node.inputs]
+                for o, r in zip(node.outputs, Elemwise(node.op)(*args, return_list=True)):
+                    memo[o] = r
+            return memo[sop.fgraph.outputs[0]]
 
         x = build(self.x_op, x_ins)
         w = build(self.w_op, w_ins) if self.weighted else None

@@ -283,3 +283,17 @@ def test_fused_op_checks_its_inputs():
         op.make_node(x, 0, at.dscalar())
     with pytest.raises(TypeError, match="Composite"):
         FusedBincount("bincount", "float64", w_op=aes.add)
+
+
+def test_gradient_of_fused_weights():
+    """d/dv sum(c * bincount(x, th * v)) = th * c[x], through the unfused graph."""
+    a, b = aes.float64(), aes.float64()
+    op = FusedBincount("bincount", "float64", w_op=aes.Composite([a, b], [a * b]))
+    x, v, th, c = at.lvector("x"), at.dvector("v"), at.dscalar("th"), at.dvector("c")
+    out = op(x, 0, th, v)
+    gv, gth = aesara.grad((out * c).sum(), [v, th])
+    f = aesara.function([x, v, th, c], [gv, gth])
+    xv, vv, cv = np.array([0, 2, 2]), np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0, 30.0])
+    got_v, got_th = f(xv, vv, 0.5, cv)
+    np.testing.assert_allclose(got_v, 0.5 * cv[xv])
+    np.testing.assert_allclose(got_th, (cv[xv] * vv).sum())
