@@ -141,6 +141,9 @@
 #define BC_ACC_T npy_uint64
 #endif
 #define BC_ORDERED (BC_WEIGHTED && BC_OUT_FLOAT)
+/* Counts into 8-byte bins never wrap to 0, so the largest value counted is
+ * the last non-zero bin, read at the end: the loop tracks no maximum. */
+#define BC_F_TRACK_MAX (BC_WEIGHTED || ITEMSIZE_OUTPUT_0 < 8)
 
 #define BC_F_OK 0
 #define BC_F_RANGE 1 /* a value out of range */
@@ -255,7 +258,9 @@ static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_i
         for (k = 0; k < 8; k++) {
             const npy_uint64 u = (npy_uint64)xv[k];
             any |= u;
+#if BC_F_TRACK_MAX
             m = u > m ? u : m; /* a group that fails is counted by the slow path */
+#endif
         }
         if (any >= ucap)
             break;
@@ -514,8 +519,13 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
         return BC_F_BAIL;
     bc_pool_run(nt, ctx->ntasks, APPLY_SPECIFIC(bc_f_task), ctx);
     for (t = 0; t < ctx->nhists; t++) {
-        const BC_FHIST *h = &ctx->hists[t];
+        BC_FHIST *h = &ctx->hists[t];
+        npy_intp b = h->cap;
         status = APPLY_SPECIFIC(bc_f_worse)(status, h->status);
+        while (!BC_F_TRACK_MAX && b > 0 && h->bins[b - 1] == 0)
+            b--;
+        if (!BC_F_TRACK_MAX && b > 0 && (npy_uint64)(b - 1) > h->max_seen)
+            h->max_seen = (npy_uint64)(b - 1);
         nomem = h->nomem_bins > nomem ? h->nomem_bins : nomem;
         if (!BC_SCATTER && h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
             nbins = (npy_intp)h->max_seen + 1;
@@ -631,6 +641,7 @@ done:
 #undef BC_WIN
 #undef BC_ACC_T
 #undef BC_ORDERED
+#undef BC_F_TRACK_MAX
 #undef BC_F_STOP_CHECK
 #undef BC_SCALAR_ERRORS
 #undef BC_FX_LOCALS
