@@ -107,6 +107,10 @@ typedef struct bc_cuda_api {
 /* IndexError BC_MSG_ROW_INDEX (the scatter-add of rows): text = the index as
  * text, arg = {0, position, rows}. */
 #define BC_CUDA_E_ROW_INDEX 14
+/* ValueError: an array whose device address or stride is not a multiple of
+ * its element size (bc_cuda_check_aligned): text names it, arg = {element
+ * size, address modulo 256, stride in bytes}. */
+#define BC_CUDA_E_ALIGN 15
 
 #define BC_CUDA_ERROR_TEXT 320
 

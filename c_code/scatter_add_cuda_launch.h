@@ -1,6 +1,6 @@
 /*
  * scatter_add_cuda_launch.h -- the launcher of the scatter-add of rows on the
- * GPU (the kernels scatter_rows_* of bincount_cuda_kernel.cu): the one
+ * GPU (the kernels scatter_rows_* of scatter_add_cuda_kernel.cu): the one
  * implementation of its launch plan and sequence, used by the GpuScatterAdd
  * Op (scatter_add_cuda_host.c, compiled into the Op's module by Aesara) and
  * by the stand-alone kernel layer (bincount_cuda_lib.c, loaded with ctypes
@@ -18,8 +18,10 @@
  *
  * How a call runs:
  *
- *   0. Checks: idx is 1-D, every array lives on the current device, the
- *      kernels were loaded in the current context.  No index: nothing to do.
+ *   0. Checks: idx is 1-D, every array lives on the current device and is
+ *      aligned to its elements, addresses and row strides
+ *      (bc_cuda_check_aligned), the kernels were loaded in the current
+ *      context.  No index: nothing to do.
  *   1. The checking kernel (scatter_rows_check_<idx>) finds the first index
  *      outside [-nrows, nrows) and writes its position to a zero-filled
  *      bc_status.
@@ -61,16 +63,16 @@ typedef struct bc_rows_kernels {
 
 /* One scatter-add of rows. */
 typedef struct bc_rows_call {
-    bc_CUdeviceptr out; /* the output's row 0 */
-    long long out_row;  /* elements between its rows */
+    bc_CUdeviceptr out;      /* the output's row 0 */
+    long long out_row_bytes; /* bytes between its rows */
     int out_device;
-    bc_CUdeviceptr inc; /* the increments' row 0 */
-    long long inc_row;  /* elements between their rows (0: one row for every index) */
-    long long inc_elem; /* 1: contiguous rows; 0: one value per row */
+    int out_itemsize;        /* bytes of an element of the output and the increments */
+    bc_CUdeviceptr inc;      /* the increments' row 0 */
+    long long inc_row_bytes; /* bytes between their rows (0: one row for every index) */
+    long long inc_elem;      /* 1: contiguous rows; 0: one value per row */
     int inc_device;
-    bc_cuda_array idx;  /* (N,), any stride */
+    bc_cuda_array idx;       /* (N,), any stride */
     int idx_signed;
-    int idx_itemsize;
     long long nrows;    /* V */
     long long row_size; /* D */
     int check_only;     /* 1: check the indices, add nothing */
@@ -133,6 +135,13 @@ static int bc_cuda_rows_check_call(const bc_cuda_api *api, const bc_rows_call *c
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the base", c->out_device, dev, 0);
     if (c->inc_device != dev)
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the increments", c->inc_device, dev, 0);
+    if (c->idx.length > 0 &&
+        (bc_cuda_check_aligned("idx", c->idx.ptr, c->idx.stride_bytes, c->idx.itemsize, err) != 0 ||
+         (!c->check_only && c->row_size > 0 &&
+          (bc_cuda_check_aligned("the base", c->out, c->out_row_bytes, c->out_itemsize, err) != 0 ||
+           bc_cuda_check_aligned("the increments", c->inc, c->inc_row_bytes, c->out_itemsize,
+                                 err) != 0))))
+        return -1;
     if (ctx == NULL || ctx != k->context) {
         snprintf(err->text, sizeof(err->text),
                  "the kernels were loaded in CUDA context %p, but the current context is %p",
@@ -151,13 +160,13 @@ static int bc_cuda_rows_bad_index(const bc_cuda_api *api, const bc_cuda_host *ho
     int b;
     memset(bytes, 0, sizeof(bytes));
     if (bc_cuda_read_back(api, host, c->stream,
-                          c->idx.ptr + (bc_CUdeviceptr)(pos * c->idx.stride * c->idx_itemsize),
-                          bytes, (size_t)c->idx_itemsize, err) != 0)
+                          c->idx.ptr + (bc_CUdeviceptr)(pos * c->idx.stride_bytes),
+                          bytes, (size_t)c->idx.itemsize, err) != 0)
         return -1;
-    for (b = c->idx_itemsize - 1; b >= 0; b--) /* little-endian */
+    for (b = c->idx.itemsize - 1; b >= 0; b--) /* little-endian */
         u = (u << 8) | bytes[b];
     if (c->idx_signed) {
-        const int shift = 64 - 8 * c->idx_itemsize;
+        const int shift = 64 - 8 * c->idx.itemsize;
         const long long s = shift ? (long long)(u << shift) >> shift : (long long)u;
         snprintf(err->text, sizeof(err->text), "%lld", s);
     } else {
@@ -179,9 +188,9 @@ static bc_rows_params bc_cuda_rows_params(const bc_rows_call *c, const bc_rows_p
     p.n = c->idx.length;
     p.nrows = c->nrows;
     p.row_size = c->row_size;
-    p.idx_stride = c->idx.stride;
-    p.out_row = c->out_row;
-    p.inc_row = c->inc_row;
+    p.idx_stride = bc_cuda_stride(&c->idx);
+    p.out_row = c->out_itemsize > 0 ? c->out_row_bytes / c->out_itemsize : 0;
+    p.inc_row = c->out_itemsize > 0 ? c->inc_row_bytes / c->out_itemsize : 0;
     p.inc_elem = c->inc_elem;
     p.chunk = plan->chunk;
     p.tiles = plan->tiles;

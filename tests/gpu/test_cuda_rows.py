@@ -221,6 +221,27 @@ def test_float32_subnormals_are_kept():
     assert (got[1] == 0).all()
 
 
+
+@pytest.mark.parametrize("form,dtype", [("base", "float32"), ("inplace", "float64")])
+@pytest.mark.parametrize("d", [1, 3, 40])
+def test_signed_zeros_as_np_add_at(form, dtype, d):
+    """-0.0 is the additive identity: a -0.0 base that receives only -0.0 stays
+    -0.0, one +0.0 among its terms makes it +0.0 (np.add.at; the running sums
+    used to start at +0.0, which turned every such row into +0.0)."""
+    case = rows_case(GPU, form, dtype, 2, dtype, 2, "int64")
+    base = np.full((5, d), -0.0, dtype=dtype)
+    base[1] = 0.0
+    inc = np.full((8, d), -0.0, dtype=dtype)
+    inc[6] = 0.0
+    # rows 0 and 2: -0.0 + -0.0 ...; row 1: +0.0 base; row 3: one +0.0 increment; row 4: untouched
+    idx = np.array([0, 0, 1, 2, 2, 2, 3, 3])
+    got = case.run(base, inc, idx)
+    expected = expected_rows(base, inc, idx)
+    assert np.signbit(expected[[0, 2, 4]]).all() and not np.signbit(expected[[1, 3]]).any()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    np.testing.assert_array_equal(got, expected)
+
+
 # -- errors -----------------------------------------------------------------------------
 
 
