@@ -13,6 +13,8 @@ from aesara_bincount._folding import decline_empty_reduction_folding
 from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
+from aesara_bincount.fusion_rewriting import local_bincount_fusion
+from aesara_bincount_core.fused import FusedBincount
 from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
 from aesara_bincount.scatter_rewriting import (
     ScatterAddMatch,
@@ -36,6 +38,8 @@ decline_empty_reduction_folding()
 
 __all__ = [
     "Bincount",
+    "FusedBincount",
+    "local_bincount_fusion",
     "BincountMatch",
     "bincount",
     "local_bincount",
