@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
+from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
 from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module, family_of
@@ -130,24 +131,32 @@ def _current_context(drv) -> int:
 
 
 def _load(drv, x_dtype: str, cc: int, family: str) -> int:
-    """Compile (or read from the cache) and load one module; the handle.
+    """Compile (or read from the cache) and load one module; the handle (see :func:`_load_image`)."""
+    lib = nvrtc.load(drv.version)
+    return _load_image(
+        drv, lambda refresh: compile_module(x_dtype, cc, lib, family, refresh=refresh),
+        f"the {family} kernels for {x_dtype}",
+    )  # fmt: skip
+
+
+def _load_image(drv, compile_image, what: str) -> int:
+    """Load the image ``compile_image(refresh)`` gives; the module handle.
 
     An image the driver refuses (a cache entry that is valid on disk but not
     for this driver) is removed from the cache and compiled once more; when
     that one fails too, the error names the file.
     """
-    lib = nvrtc.load(drv.version)
-    image = compile_module(x_dtype, cc, lib, family)
+    image = compile_image(False)
     try:
         return drv.load_module(image.data)
     except _driver.CudaDriverError as first:
         nvrtc.discard(image)
-        image = compile_module(x_dtype, cc, lib, family, refresh=True)
+        image = compile_image(True)
         try:
             return drv.load_module(image.data)
         except _driver.CudaDriverError as exc:
             raise _driver.CudaDriverError(
-                f"the {family} kernels for {x_dtype} ({image.kind} for {image.target}, "
+                f"{what} ({image.kind} for {image.target}, "
                 f"{image.path or 'not cached'}) do not load, even compiled again: {exc} "
                 f"(the first attempt: {first})",
                 exc.code,
@@ -302,6 +311,21 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}
 
 
+def _keep_source(name: str, source: str) -> None:
+    """Write ``source`` as ``{name}.cu`` in the cache folder, for reading (a
+    whole file, renamed into place; nothing when the folder is not writable)."""
+    folder = nvrtc.cache_dir()
+    kept = os.path.join(folder, f"{name}.cu")
+    if os.path.isfile(kept):
+        return
+    tmp = disk_cache.temp_path(folder, ".cu")
+    if tmp is None:
+        return
+    with open(tmp, "wb") as f:
+        f.write(source.encode())
+    os.replace(tmp, kept)
+
+
 def generated_function(name: str, source: str, headers: Dict[str, str],
                        options: Tuple[str, ...] = ("-std=c++17",)) -> Tuple[int, int]:
     """The kernel ``name`` of a generated source, in the current context.
@@ -333,12 +357,13 @@ def generated_function(name: str, source: str, headers: Dict[str, str],
         dev = drv.current_device()
         cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        image = nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers,
-                                     nvrtc.load(drv.version))  # fmt: skip
-        kept = os.path.join(nvrtc.cache_dir(), f"{name}.cu")
-        if not os.path.exists(kept):
-            nvrtc._write_atomically(kept, source.encode())
-        func = drv.get_function(drv.load_module(image.data), name)
+        lib = nvrtc.load(drv.version)
+        module = _load_image(
+            drv, lambda refresh: nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib, refresh),
+            f"the generated kernel {name}",
+        )  # fmt: skip
+        _keep_source(name, source)
+        func = drv.get_function(module, name)
         found = _generated[key] = (
             func, drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
         )
