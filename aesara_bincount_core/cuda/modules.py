@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
+from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
 from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module, family_of
@@ -302,6 +303,23 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}
 
 
+def _keep_source(name: str, source: str) -> None:
+    """Write ``{name}.cu`` into the cache folder (atomically; skipped when the
+    folder is not writable).  Write-only: nothing here reads it back."""
+    kept = os.path.join(nvrtc.cache_dir(), f"{name}.cu")
+    if os.path.isfile(kept):
+        return
+    tmp = disk_cache.temp_path(os.path.dirname(kept), ".cu")
+    if tmp is None:
+        return
+    try:
+        with open(tmp, "wb") as f:
+            f.write(source.encode())
+        os.replace(tmp, kept)
+    except OSError:
+        disk_cache.remove(tmp)
+
+
 def generated_function(name: str, source: str, headers: Dict[str, str],
                        options: Tuple[str, ...] = ("-std=c++17",)) -> Tuple[int, int]:
     """The kernel ``name`` of a generated source, in the current context.
@@ -333,12 +351,17 @@ def generated_function(name: str, source: str, headers: Dict[str, str],
         dev = drv.current_device()
         cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        image = nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers,
-                                     nvrtc.load(drv.version))  # fmt: skip
-        kept = os.path.join(nvrtc.cache_dir(), f"{name}.cu")
-        if not os.path.exists(kept):
-            nvrtc._write_atomically(kept, source.encode())
-        func = drv.get_function(drv.load_module(image.data), name)
+        lib = nvrtc.load(drv.version)
+        image = nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib)
+        _keep_source(name, source)
+        try:
+            module = drv.load_module(image.data)
+        except _driver.CudaDriverError:
+            # an entry the driver refuses heals: removed, compiled once more
+            nvrtc.discard(image)
+            image = nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib, refresh=True)
+            module = drv.load_module(image.data)
+        func = drv.get_function(module, name)
         found = _generated[key] = (
             func, drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)
         )
