@@ -25,7 +25,7 @@ from aesara.tensor.elemwise import Elemwise
 
 from aesara_bincount_core import _c_code, scalar_codegen
 from aesara_bincount_core.scalar_codegen import inline_problem, scalar_code
-from tests import scalar_cases
+import scalar_cases
 
 BUILD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".cache", "tests")
 

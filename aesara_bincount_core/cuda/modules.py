@@ -312,18 +312,20 @@ _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}
 
 
 def _keep_source(name: str, source: str) -> None:
-    """Write ``source`` as ``{name}.cu`` in the cache folder, for reading (a
-    whole file, renamed into place; nothing when the folder is not writable)."""
-    folder = nvrtc.cache_dir()
-    kept = os.path.join(folder, f"{name}.cu")
+    """Write ``{name}.cu`` into the cache folder (atomically; skipped when the
+    folder is not writable).  Write-only: nothing here reads it back."""
+    kept = os.path.join(nvrtc.cache_dir(), f"{name}.cu")
     if os.path.isfile(kept):
         return
-    tmp = disk_cache.temp_path(folder, ".cu")
+    tmp = disk_cache.temp_path(os.path.dirname(kept), ".cu")
     if tmp is None:
         return
-    with open(tmp, "wb") as f:
-        f.write(source.encode())
-    os.replace(tmp, kept)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(source.encode())
+        os.replace(tmp, kept)
+    except OSError:
+        disk_cache.remove(tmp)
 
 
 def generated_function(name: str, source: str, headers: Dict[str, str],
