@@ -222,15 +222,14 @@ def run(args):
         print(json.dumps(row), flush=True)
         cp.get_default_memory_pool().free_all_blocks()
     contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
-    for row in contention:
-        print(json.dumps(row), flush=True)
     loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
-    for row in loops:
+    for row in contention + loops:
         print(json.dumps(row), flush=True)
+    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "contention": contention, "loops": loops}, f, indent=1)
-    print(render([{"meta": meta, "rows": rows, "contention": contention, "loops": loops}]))
+            json.dump(result, f, indent=1)
+    print(render([result]))
     return 0
 
 
