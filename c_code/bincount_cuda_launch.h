@@ -379,6 +379,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         result->length = c->n;
         return result->array != NULL ? 0 : -1;
     }
+    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
+        return -1;
 
     /* 2. First pass: C bins, max(x) and the first refused position. */
     if (c->scatter) {

@@ -41,7 +41,7 @@ BC_LIB_EXPORT long long bc_lib_error_size(void)
 /*
  * What every entry point unpacks, written once: the start of a call (the
  * error cleared, the driver table loaded: NULL with *err filled when it
- * cannot be), an array from its five numbers, a driver handle from the
+ * cannot be), an array from its numbers, a driver handle from the
  * integer ctypes passes, and the caller's allocation callbacks.
  */
 static const bc_cuda_api *bc_lib_begin(bc_cuda_error *err)

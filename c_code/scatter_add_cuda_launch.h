@@ -22,27 +22,31 @@
  *      aligned to its elements, addresses and row strides
  *      (bc_cuda_check_aligned), the kernels were loaded in the current
  *      context.  No index: nothing to do.
- *   1. The checking kernel (scatter_rows_check_<idx>) finds the first index
- *      outside [-nrows, nrows) and writes its position to a zero-filled
- *      bc_status.
- *   2. The status comes back in one device-to-host copy, the only wait of a
- *      call (bc_cuda_read_back; the Op lets other Python threads run
- *      meanwhile).  A bad index is read back too (a second small copy, on
- *      the error path only) and raises IndexError: nothing has been written,
- *      so a base updated in place keeps its value.
- *   3. Unless the caller asked for the check only (increments that do not
- *      broadcast: the Op raises their ValueError after the IndexError, as
- *      the CPU Op does) or there is nothing to add (D == 0), the adding
- *      kernel (scatter_rows_add_<idx>_<out>) is queued; the call returns
- *      without waiting for it.
+ *   1. Queued together, with no wait between them: the status zeroed
+ *      (cuMemsetD32Async), the checking kernel (scatter_rows_check_<idx>),
+ *      which finds the first index outside [-nrows, nrows) and writes its
+ *      position to the status, the copy of the status into a page-locked
+ *      slot, and, unless the caller asked for the check only (increments
+ *      that do not broadcast: the Op raises their ValueError after the
+ *      IndexError, as the CPU Op does) or there is nothing to add (D == 0),
+ *      the adding kernel (scatter_rows_add_<idx>_<out>), which reads the
+ *      status first and exits at once when an index was bad.
+ *   2. One wait for the stream, the only one of a call (bc_cuda_read_back_then;
+ *      the Op lets other Python threads run meanwhile): the GPU goes from
+ *      the check to the adds without waiting for the host.  A bad index is
+ *      read back too (a second small copy, on the error path only) and
+ *      raises IndexError: nothing has been written, so a base updated in
+ *      place keeps its value.
  *
  * Launch geometry of the adding kernel (bc_cuda_rows_plan): min(resident
  * blocks, N * D / BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK) blocks (at least one) of
- * BC_CUDA_THREADS threads; lanes = min(32, D) lanes share a row; a column
+ * BC_CUDA_THREADS threads, so that any call of a few thousand elements fills
+ * every multiprocessor; lanes = min(32, D) lanes share a row; a column
  * tile is lanes * BC_CUDA_ROWS_TILE columns; indices are cut into chunks so
  * that every warp gets about BC_CUDA_ROWS_ITEMS_PER_WARP items (a chunk
  * times a tile), each chunk at least one warp step (32 / lanes indices).
- * The checking kernel gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
+ * The checking kernel, which loads BC_CUDA_ROWS_CHECK_PER_THREAD indices at
+ * once per thread, gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
  * blocks, at most the resident ones.
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
@@ -212,6 +216,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     bc_rows_params p;
     bc_status status;
     bc_CUdeviceptr status_ptr = 0;
+    bc_cuda_launch add;
     void *args[1];
     void *buf;
     int rc;
@@ -220,35 +225,40 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         return -1;
     if (c->idx.length == 0)
         return 0;
+    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
+        return -1;
     plan = bc_cuda_rows_plan(c->idx.length, c->row_size > 0 ? c->row_size : 1, k->resident_blocks);
 
-    /* 1-2. Check every index; the one wait. */
-    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 1, &status_ptr,
+    /* 1. The status, the check, its copy and the adds, queued together. */
+    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 0, &status_ptr,
                         BC_CUDA_STATUS_BYTES / 8, 8, err);
     if (buf == NULL)
         return -1;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
     args[0] = &p;
+    add.func = k->add;
+    add.blocks = (unsigned)plan.blocks;
+    add.args = args;
+    add.what = "cuLaunchKernel(scatter-add of rows)";
     rc = bc_cuda_check(api,
-                       api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
-                                         BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
-                       "cuLaunchKernel(index check)", err);
+                       api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
+                       "cuMemsetD32Async", err);
     if (rc == 0)
-        rc = bc_cuda_read_back(api, host, c->stream, status_ptr, &status, sizeof(status), err);
+        rc = bc_cuda_check(api,
+                           api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
+                                             BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
+                           "cuLaunchKernel(index check)", err);
+    /* 2. The one wait. */
+    if (rc == 0)
+        rc = bc_cuda_read_back_then(
+            api, host, c->stream, status_ptr, &status, sizeof(status),
+            c->check_only || c->row_size == 0 || c->nrows == 0 ? NULL : &add, err);
     host->release(host->ctx, buf); /* the read-back waited for everything that uses it */
     if (rc != 0)
         return -1;
     if (status.bad_pos_inv != 0)
         return bc_cuda_rows_bad_index(api, host, c, (long long)~status.bad_pos_inv, err);
-
-    /* 3. Add. */
-    if (c->check_only || c->row_size == 0 || c->nrows == 0)
-        return 0;
-    p.status = 0;
-    return bc_cuda_check(api,
-                         api->LaunchKernel(k->add, (unsigned)plan.blocks, 1, 1, BC_CUDA_THREADS,
-                                           1, 1, 0, c->stream, args, NULL),
-                         "cuLaunchKernel(scatter-add of rows)", err);
+    return 0;
 }
 
 #endif /* AESARA_SCATTER_ADD_CUDA_LAUNCH_H */

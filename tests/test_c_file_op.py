@@ -53,6 +53,25 @@ def test_every_included_file_is_hashed(op):
 
 
 @pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_headers_at_the_top_of_the_module_need_no_macros_of_the_op(op):
+    """The headers of c_sources go before the Op's macros: a part that needs them
+    (APPLY_SPECIFIC code, the node's flags) must be reached through the .c file only."""
+    import aesara.tensor as at
+
+    node = {
+        "Bincount": lambda: op(at.lvector(), 5, at.fvector()),
+        "ScatterAdd": lambda: op(at.as_tensor([4, 2]), at.dmatrix(), at.lvector()),
+    }.get(type(op).__name__)
+    flags = set(op.c_flags(node().owner)) if node else set()
+    for name in op.c_sources:
+        if not name.endswith(".h"):
+            continue
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", _c_code.read_source(name), flags=re.S)
+        assert "APPLY_SPECIFIC" not in code, name
+        assert not {m for m in flags if re.search(rf"\b{m}\b", code)}, name
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
 def test_an_edit_of_any_hashed_file_changes_the_version(op, monkeypatch):
     version = op.c_code_cache_version()
     assert version == pickle.loads(pickle.dumps(op)).c_code_cache_version()

@@ -133,6 +133,10 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
             return make("c64", "uint64", 4, None)
         return make("c32", "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
     inc = DTYPES[out_dtype][1]
+    if out_dtype == "float32":
+        # Summed in float64 outside shared memory: native double atomics
+        # instead of float32 compare-and-swap loops (bincount_cuda_kernel.cu).
+        return make(inc, "float64", 4, "bincount_finish_f64_f32")
     if out_dtype.startswith("float"):
         return make(inc, out_dtype, size // 8, None)
     if size == 64:

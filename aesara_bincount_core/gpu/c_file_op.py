@@ -11,7 +11,7 @@ Ops), :mod:`.op` (``GpuBincount``) and :mod:`.scatter_add`
 (what "a usable GPU" means).
 """
 from aesara_bincount_core.c_file_op import CFileOp
-from aesara_bincount_core.cuda import kernels, sources
+from aesara_bincount_core.cuda import kernels
 
 __all__ = ["GpuCFileOp"]
 
@@ -21,16 +21,15 @@ class GpuCFileOp(CFileOp):
 
     Class attributes a subclass sets, beyond those of ``CFileOp``:
 
+    - ``kernel_sources``: the CUDA files of its kernel family,
+      :func:`aesara_bincount_core.cuda.sources.kernel_files`, which NVRTC
+      compiles when the function first runs: they are not part of the
+      module, but the host code depends on their names and launch shapes, so
+      they are hashed (with the headers they include).
     - ``cpu_verb``: what the CPU Op does instead ("count", "add"), for the
       message of :meth:`prepare_node`.
-
-    ``kernel_sources`` defaults to the CUDA kernel file(s) of
-    :mod:`aesara_bincount_core.cuda.sources`, which NVRTC compiles when the
-    function first runs: they are not part of the module, but the host code
-    depends on their names and launch shapes, so they are hashed.
     """
 
-    kernel_sources = (sources.KERNEL_SOURCE,)
     cpu_verb = "run"
 
     def c_libraries(self, **kwargs):

@@ -98,10 +98,9 @@ class GpuBincount(GpuCFileOp):
         "cuda_host_cupy.h",
         "bincount_cuda_host.c",
     )
-    #: Not compiled into the Op's module, but its kernels: hashed into the version.
-    kernel_sources = sources.kernel_files("hist")
     c_function = "gpu_bincount"
     cpu_verb = "count"
+    kernel_sources = sources.kernel_files("hist")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 

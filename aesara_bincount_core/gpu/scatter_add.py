@@ -89,12 +89,11 @@ class GpuScatterAdd(GpuCFileOp):
         "cuda_host_cupy.h",
         "scatter_add_cuda_host.c",
     )
-    #: Not compiled into the Op's module, but its kernels: hashed into the version.
+    c_function = "gpu_scatter_add"
+    cpu_verb = "add"
     kernel_sources = sources.kernel_files("rows")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 1
-    c_function = "gpu_scatter_add"
-    cpu_verb = "add"
 
     def __init__(self, onto: str = "base", inplace: bool = False):
         self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)

@@ -1,6 +1,7 @@
 /*
  * cuda_emu.h -- just enough of CUDA, on CPU threads, to run the kernels of
- * c_code/bincount_cuda_kernel.cu in the test-suite on machines without a GPU.
+ * the .cu files of c_code/ in the test-suite on machines without a GPU (fake_libcuda.cc
+ * includes them; emu_selftest.cc checks the thread model below).
  *
  * Thread model.  A launch runs its blocks on a few OS threads (runners, at
  * most FAKE_CUDA_RUNNERS, default 4, and no more than there are blocks),

@@ -98,6 +98,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u32_u16", (void *)&bincount_finish_u32_u16, 1},
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
+    {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
 };
 #undef H
 #undef R
@@ -609,6 +610,23 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
         return ERR_INVALID_VALUE;
     std::lock_guard<std::mutex> g(lock);
     host_funcs.push_back({fn, data});
+    return OK;
+}
+
+/* Test API: make cuStreamIsCapturing report `status` (1: a CUDA graph capture
+ * is under way on every stream; 0: none). */
+int capture_status = 0;
+void fake_cuda_set_capturing(int status)
+{
+    capture_status = status;
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *status)
+{
+    (void)stream;
+    if (sticky.load())
+        return sticky.load();
+    *status = capture_status;
     return OK;
 }
 
