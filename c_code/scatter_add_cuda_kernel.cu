@@ -236,8 +236,15 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
 
 } /* namespace bc */
 
-/* MINB: the launch bounds' blocks per multiprocessor (BC_CUDA_ROWS_BLOCKS_PER_SM
- * for outputs of up to 32 bits; 1, no minimum, for 64-bit ones). */
+/* MINB: the launch bounds' blocks per multiprocessor (BC_ROWS_MINB for outputs
+ * of up to 32 bits; 1, no minimum, for 64-bit ones).  BC_ROWS_MINB is
+ * BC_CUDA_ROWS_BLOCKS_PER_SM, except on sm_75, whose multiprocessors run at
+ * most 1024 threads (two blocks). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+#define BC_ROWS_MINB 2
+#else
+#define BC_ROWS_MINB BC_CUDA_ROWS_BLOCKS_PER_SM
+#endif
 #define BC_ROWS_ADD(XN, XT, ON, OT, MINB)                                                     \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, MINB)                       \
         scatter_rows_add_##XN##_##ON(const bc_rows_params p)                                  \
@@ -252,15 +259,15 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
     {                                                                                         \
         bc::rows_check<XT>(p);                                                                \
     }                                                                                         \
-    BC_ROWS_ADD(XN, XT, i8, signed char, BC_CUDA_ROWS_BLOCKS_PER_SM)                          \
-    BC_ROWS_ADD(XN, XT, i16, short, BC_CUDA_ROWS_BLOCKS_PER_SM)                               \
-    BC_ROWS_ADD(XN, XT, i32, int, BC_CUDA_ROWS_BLOCKS_PER_SM)                                 \
+    BC_ROWS_ADD(XN, XT, i8, signed char, BC_ROWS_MINB)                                 \
+    BC_ROWS_ADD(XN, XT, i16, short, BC_ROWS_MINB)                                      \
+    BC_ROWS_ADD(XN, XT, i32, int, BC_ROWS_MINB)                                        \
     BC_ROWS_ADD(XN, XT, i64, long long, 1)                                                    \
-    BC_ROWS_ADD(XN, XT, u8, unsigned char, BC_CUDA_ROWS_BLOCKS_PER_SM)                        \
-    BC_ROWS_ADD(XN, XT, u16, unsigned short, BC_CUDA_ROWS_BLOCKS_PER_SM)                      \
-    BC_ROWS_ADD(XN, XT, u32, unsigned int, BC_CUDA_ROWS_BLOCKS_PER_SM)                        \
+    BC_ROWS_ADD(XN, XT, u8, unsigned char, BC_ROWS_MINB)                               \
+    BC_ROWS_ADD(XN, XT, u16, unsigned short, BC_ROWS_MINB)                             \
+    BC_ROWS_ADD(XN, XT, u32, unsigned int, BC_ROWS_MINB)                               \
     BC_ROWS_ADD(XN, XT, u64, unsigned long long, 1)                                           \
-    BC_ROWS_ADD(XN, XT, f32, float, BC_CUDA_ROWS_BLOCKS_PER_SM)                               \
+    BC_ROWS_ADD(XN, XT, f32, float, BC_ROWS_MINB)                                      \
     BC_ROWS_ADD(XN, XT, f64, double, 1)
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
@@ -289,5 +296,6 @@ BC_ROWS_FOR_X(u64, unsigned long long)
 #endif
 
 #undef BC_ROWS_ADD
+#undef BC_ROWS_MINB
 #undef BC_ROWS_FOR_X
 
