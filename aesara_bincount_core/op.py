@@ -192,11 +192,7 @@ class Bincount(OpenMPCFileOp):
             nbins = max(int(x.max()) + 1, n)
         if nbins * node.outputs[0].type.numpy_dtype.itemsize > FOLD_MAX_BYTES:
             return False
-        try:
-            self.perform(node, [i.data for i in node.inputs], [[None]])
-        except (ValueError, IndexError, MemoryError):
-            return False
-        return True
+        return performs_cleanly(node)
 
     def infer_shape(self, fgraph, node, input_shapes):
         if self.mode == "scatter":
@@ -246,6 +242,20 @@ def check_props(name: str, mode: str, out_dtype: Optional[str]):
                 f"{name}: unsupported out_dtype {out_dtype!r}; expected one of {OUT_DTYPES}"
             )
     return mode, out_dtype
+
+
+def performs_cleanly(node) -> bool:
+    """Whether ``node.op.perform`` runs on the constant inputs of ``node`` without raising.
+
+    ``ValueError``, ``IndexError`` and ``MemoryError`` (what the Ops raise for
+    bad input) give False, so that the constant-folding checks of the Ops
+    leave such a node in the graph, to raise when the function runs.
+    """
+    try:
+        node.op.perform(node, [i.data for i in node.inputs], [[None]])
+    except (ValueError, IndexError, MemoryError):
+        return False
+    return True
 
 
 def _constant_int(v) -> Optional[int]:

@@ -10,7 +10,7 @@ from aesara.tensor.subtensor import _sum_grad_over_bcasted_dims, advanced_subten
 from aesara.tensor.type import TensorType, discrete_dtypes
 
 from aesara_bincount_core.c_file_op import OpenMPCFileOp
-from aesara_bincount_core.op import _constant_int
+from aesara_bincount_core.op import _constant_int, performs_cleanly
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
     ONTO,
@@ -206,11 +206,7 @@ class ScatterAdd(OpenMPCFileOp):
         # function runs, instead of failing the rewrite passes.
         if self.inplace or not all(isinstance(i, Constant) for i in node.inputs):
             return False
-        try:
-            self.perform(node, [i.data for i in node.inputs], [[None]])
-        except (ValueError, IndexError, MemoryError):
-            return False
-        return True
+        return performs_cleanly(node)
 
     def infer_shape(self, fgraph, node, input_shapes):
         if self.onto == "zeros":

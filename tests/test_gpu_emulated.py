@@ -111,3 +111,29 @@ def test_gpu_suite_on_the_cpu_emulation(tmp_path):
     # Every test of the GPU run is a GPU variant or a GPU suite test: nothing ran on the CPU.
     not_gpu = [n for module, n, _, _ in rows if not module.startswith("tests.gpu.") and "gpu" not in n]
     assert not_gpu == [], not_gpu
+
+
+def test_short_set_keeps_a_few_gpu_tests_of_each_file():
+    """AESARA_BINCOUNT_GPU_PER_FILE=2: two GPU tests of each file are selected, the
+    first and the last that are not skipped already; without it, all of them."""
+    files = ["tests/gpu/test_cuda_rows.py", "tests/test_op.py"]
+
+    def collected(**env):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+             "-m", "gpu and not slow", *files],
+            cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    everything = collected(AESARA_BINCOUNT_GPU_PER_FILE="")
+    short = collected(AESARA_BINCOUNT_GPU_PER_FILE="2")
+    for name in files:
+        all_of_file = [t for t in everything if t.startswith(name)]
+        short_of_file = [t for t in short if t.startswith(name)]
+        assert len(all_of_file) > 2 and len(short_of_file) == 2, (name, short_of_file)
+        assert set(short_of_file) <= set(all_of_file)
+        # Spread over the file: the first test, and one from its second half.
+        assert short_of_file[0] == all_of_file[0], short_of_file
+        assert all_of_file.index(short_of_file[1]) >= len(all_of_file) // 2, short_of_file
