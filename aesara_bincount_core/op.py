@@ -121,6 +121,7 @@ class Bincount(OpenMPOp, ExternalCOp):
         "bincount_cpu_far.h",
         "bincount_cpu_runs.h",
         "bincount_cpu_direct.h",
+        "bincount_cpu_grow.h",
         "bincount_cpu.c",
     )
     #: Bump by hand only for changes outside the C files (which are hashed).

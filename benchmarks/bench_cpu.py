@@ -30,7 +30,8 @@ Results go to ``benchmarks/results/<name>.md`` (a table, and the targets of
 issue 13 marked met or not) and ``.json`` (the raw figures, read by
 ``benchmarks/plot.py``); ``--plot`` redraws the plots, ``--readme`` the
 figures in README.rst.  ``make bench`` does all of it.  ``--quick`` runs a
-small grid; ``--tiny`` a grid of tiny sizes that only checks that the script
+small grid (N=1e6), ``--report`` that grid and every target cell of issues
+13 and 21; ``--tiny`` a grid of tiny sizes that only checks that the script
 runs (the test-suite runs it).
 """
 import argparse
@@ -205,7 +206,7 @@ def grid(kind):
         return [(n, b, d, "int64", False) for n in sizes for b in bins_list for d in dists] + [
             (n, b, "uniform", dt, True) for n in sizes for b in bins_list for dt in ("int64", "int32")
         ], 0.005
-    sizes = [10**6] if kind == "quick" else [10**4, 10**6, 10**7]
+    sizes = [10**6] if kind in ("quick", "report") else [10**4, 10**6, 10**7]
     bins_list = [16, 1000, 10**6]
     cells = [
         (n, bins, dist, dtype, False)
@@ -214,6 +215,9 @@ def grid(kind):
         for dist in ("uniform", "all-equal", "zipf")
         for dtype in ("int32", "int64")
     ] + [(n, bins, "uniform", dtype, True) for n in sizes for bins in bins_list for dtype in ("int64", "int32")]
+    if kind == "report":
+        # The quick grid and every target cell (issues 13 and 21) beyond it.
+        cells += [key for _, key, _ in cpu_report.TARGETS if key not in cells]
     return cells, None
 
 
@@ -238,6 +242,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small grid (N=1e6 only)")
     p.add_argument("--tiny", action="store_true", help="tiny sizes: only checks that the script runs")
+    p.add_argument("--report", action="store_true",
+                   help="the quick grid and every target cell of issues 13 and 21 (N=1e7 included)")
     p.add_argument("--out", default=os.path.join(HERE, "results"), help="folder for the results")
     p.add_argument("--name", default="cpu-dev", help="results file stem (default cpu-dev)")
     p.add_argument("--plot", action="store_true", help="also draw the plots (see --plot-out)")
@@ -261,7 +267,7 @@ def main(argv=None):
         print(md)
         return
 
-    kind = "tiny" if args.tiny else "quick" if args.quick else "full"
+    kind = "tiny" if args.tiny else "quick" if args.quick else "report" if args.report else "full"
     rng = np.random.default_rng(1)
     cells, budget = grid(kind)
     fns = Functions()
