@@ -106,7 +106,11 @@ class Bincount(OpenMPOp, ExternalCOp):
     histograms, or a direct path for many bins) is described in
     ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
     regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
-    it runs on the CPU only and never synchronises with a device.
+    it runs on the CPU only and never synchronises with a device.  Counts
+    into many bins (an output of 1 MiB or more, one counting thread) are
+    counted into the output itself, allocated a sixteenth above the sampled
+    length: that output is then a C-contiguous, writeable view whose
+    ``base`` is the whole block.
     """
 
     __props__ = ("mode", "out_dtype", "openmp")
