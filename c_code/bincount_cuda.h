@@ -1,6 +1,7 @@
 /*
  * bincount_cuda.h -- definitions shared by the CUDA kernels
- * (bincount_cuda_kernel.cu), the host C code of the GpuBincount Op
+ * (bincount_cuda_kernel.cu, scatter_add_cuda_kernel.cu and their device
+ * helpers bincount_cuda_device.cuh), the host C code of the GpuBincount Op
  * (bincount_cuda_host.c) and the Python kernel layer
  * (aesara_bincount_core/cuda/kernels.py, which reads the BC_CUDA_* numbers below
  * from this file, so that both launchers use the same values).
@@ -54,14 +55,20 @@ typedef unsigned int bc_u32;
 /* Columns of a row one lane keeps running sums for, per column tile. */
 #define BC_CUDA_ROWS_TILE 4
 /* Fewest increments (elements) a block of the adding kernel is given before
- * more blocks are launched. */
-#define BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK 16384
+ * more blocks are launched: 4 per thread, so that a call of 1e6 rows of one
+ * element fills every multiprocessor (16384 gave 62 blocks on 132 SMs). */
+#define BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK 2048
+/* Blocks of the adding kernel that should be resident per multiprocessor
+ * (its launch bounds) for outputs of up to 32 bits: ptxas fits them in 40
+ * registers without spills at sm_90; 64-bit outputs would spill 16-24 bytes,
+ * so theirs ask for no minimum (2 blocks of 52-57 registers). */
+#define BC_CUDA_ROWS_BLOCKS_PER_SM 3
 /* Work items (index chunks times column tiles) each warp should get, for
  * balance between warps. */
 #define BC_CUDA_ROWS_ITEMS_PER_WARP 4
-/* Indices one thread of the checking kernel is given before more blocks are
- * launched. */
-#define BC_CUDA_ROWS_CHECK_PER_THREAD 16
+/* Indices one thread of the checking kernel loads at once (its loads in
+ * flight), and is given before more blocks are launched. */
+#define BC_CUDA_ROWS_CHECK_PER_THREAD 4
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */

@@ -29,8 +29,8 @@ FORMS = ["zeros", "base", "inplace"]
 
 
 def c_constant(name: str) -> int:
-    """The value of ``#define name ...`` in ``scatter_add_cpu.c``."""
-    text = _c_code.read_source("scatter_add_cpu.c")
+    """The value of ``#define name ...`` in ``scatter_add_cpu_check.h`` (the tuning constants)."""
+    text = _c_code.read_source("scatter_add_cpu_check.h")
     match = re.search(rf"^#define {name} (.+?)(?:/\*.*)?$", text, re.MULTILINE)
     assert match, name
     return int(eval(re.sub(r"(\d+)LL", r"\1", match.group(1))))  # (1 << 16), (256LL << 20)
@@ -292,12 +292,17 @@ print(ok)
 
 
 def test_every_header_scatter_add_includes_is_hashed():
-    """bincount_pool.h, like every file of ours that the C code includes, is in the cache version."""
+    """bincount_pool.h and the parts of scatter_add_cpu.c, like every file of ours
+    that the C code includes (followed include by include), are in the cache version."""
     from aesara_bincount import ScatterAdd
 
-    included = set()
-    for name in ("scatter_add_cpu.c", "scatter_add_common.h", "bincount_pool.h"):
-        text = _c_code.read_source(name)
-        included |= set(re.findall(r'^#include "([^"]+)"', text, re.MULTILINE))
-    assert "bincount_pool.h" in included
-    assert included <= set(ScatterAdd.c_sources)
+    included, todo = set(), ["scatter_add_cpu.c"]
+    while todo:
+        text = _c_code.read_source(todo.pop())
+        for name in re.findall(r'^#include "([^"]+)"', text, re.MULTILINE):
+            if name not in included:
+                included.add(name)
+                todo.append(name)
+    assert {"bincount_pool.h", "scatter_add_cpu_check.h", "scatter_add_cpu_loops.h",
+            "scatter_add_cpu_lanes.h"} <= included
+    assert included <= set(ScatterAdd.hashed_sources())
