@@ -4,12 +4,13 @@ Candidates are timed in alternating rounds in one process, so that the noise
 of a shared machine falls on all of them alike and their ratios stay
 meaningful.  Speed targets live in the benchmarks, never in unit tests.
 """
+import os
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Collection, Dict, List, Tuple
 
 import numpy as np
 
-__all__ = ["interleaved_medians", "repeats_for"]
+__all__ = ["interleaved_medians", "interleaved_times", "load_average", "repeats_for"]
 
 
 def repeats_for(
@@ -66,3 +67,81 @@ def interleaved_medians(
                 fn()
                 samples[name].append(clock() - t0)
     return {k: float(np.median(v)) * 1e3 for k, v in samples.items()}
+
+
+def load_average() -> Tuple[float, float, float]:
+    """The 1-, 5- and 15-minute load averages (``/proc/loadavg``), or zeros where unknown."""
+    try:
+        return tuple(float(v) for v in os.getloadavg())  # type: ignore[return-value]
+    except OSError:
+        return (0.0, 0.0, 0.0)
+
+
+def interleaved_times(
+    fns: Dict[str, Callable[[], object]],
+    one_thread: Collection[str] = (),
+    rounds: int = 3,
+    calls: int = 0,
+    budget_s: float = 0.25,
+) -> Dict[str, Dict[str, float]]:
+    """Wall time and thread CPU time of each candidate, interleaved call by call.
+
+    Each call is timed by the wall clock (``time.perf_counter_ns``) and, for
+    the candidates named in ``one_thread``, by the CPU time of the calling
+    thread (``time.thread_time_ns``), which leaves out the time the thread
+    waited for a core while other jobs ran.  The calls alternate between the
+    candidates one by one (A B C A B C ...), so that a drift of the machine
+    falls on all of them alike.  A figure is the best, over ``rounds`` rounds,
+    of the round's median: a burst of load spoils a round, not the figure.
+
+    Parameters
+    ----------
+    fns : dict of str to callable
+        The candidates, zero-argument callables; each is called once to warm up.
+    one_thread : collection of str
+        The candidates that run in the calling thread only.  The CPU time of
+        a candidate that runs other threads (OpenMP) is meaningless, so it is
+        not taken.
+    rounds : int
+        Rounds of calls; at least 1.
+    calls : int
+        Calls of each candidate per round; 0 picks it from ``budget_s``, from
+        the slowest candidate's first call (at least 3, at most 200).
+    budget_s : float
+        Wall-time budget per candidate and round when ``calls`` is 0.
+
+    Returns
+    -------
+    dict of str to dict of str to float
+        ``{"ms": {name: wall ms}, "cpu_ms": {name: CPU ms, for one_thread}}``.
+
+    Raises
+    ------
+    ValueError
+        If ``rounds`` is below 1 or ``one_thread`` names no candidate of ``fns``.
+    """
+    if rounds < 1:
+        raise ValueError(f"interleaved_times: rounds must be at least 1, got {rounds}")
+    unknown = set(one_thread) - set(fns)
+    if unknown:
+        raise ValueError(f"interleaved_times: one_thread names unknown candidates {sorted(unknown)}")
+    if not calls:
+        calls = min(repeats_for(fn, budget_s) for fn in fns.values())
+    wall = {k: float("inf") for k in fns}
+    cpu = {k: float("inf") for k in fns if k in one_thread}
+    for _ in range(rounds):
+        w: Dict[str, List[int]] = {k: [] for k in fns}
+        c: Dict[str, List[int]] = {k: [] for k in cpu}
+        for _ in range(calls):
+            for name, fn in fns.items():
+                t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                fn()
+                c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+                w[name].append(t1 - t0)
+                if name in c:
+                    c[name].append(c1 - c0)
+        for name in fns:
+            wall[name] = min(wall[name], float(np.median(w[name])) / 1e6)
+        for name in cpu:
+            cpu[name] = min(cpu[name], float(np.median(c[name])) / 1e6)
+    return {"ms": wall, "cpu_ms": cpu}

@@ -105,12 +105,18 @@ class Bincount(OpenMPCFileOp):
     histograms, or a direct path for many bins) is described in
     ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
     regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
-    it runs on the CPU only and never synchronises with a device.
+    it runs on the CPU only and never synchronises with a device.  Counts
+    into many bins (an output of 1 MiB or more, one counting thread) are
+    counted into the output itself, allocated a sixteenth above the sampled
+    length: that output is then a C-contiguous, writeable view whose
+    ``base`` is the whole block.
     """
 
     __props__ = ("mode", "out_dtype", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
+    # The regime files bincount_cpu_*.h are per-instantiation headers that
+    # bincount_cpu.c includes: the include closure hashes them (CFileOp).
     c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
     c_function = "cpu_bincount"
 

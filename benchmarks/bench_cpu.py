@@ -1,18 +1,26 @@
 #!/usr/bin/env python
 """CPU benchmark of aesara_bincount (a script, not a test).
 
-Times, side by side in one process (alternating rounds, median of each):
-``numpy.bincount``; Aesara's own graph (``excluding("bincount")``);
-``Bincount`` with OpenMP off and on; a numba ``@njit`` loop and
-``torch.bincount`` with one thread when they are installed; and a single
-streaming read of ``x`` (``x.max()``), the memory-bound floor.
+Times, side by side in one process, interleaved call by call
+(:func:`aesara_bincount._timing.interleaved_times`): ``numpy.bincount``;
+Aesara's own graph (``excluding("bincount")``); ``Bincount`` with OpenMP off
+and on; the numba loops and ``torch.bincount`` with one thread when they are
+installed (``benchmarks/peers.py``: ``numba`` is the plain loop with the bins
+known, ``numba_max`` the loop that also finds them with ``x.max()``); and a
+single streaming read of ``x`` (``x.max()``), the memory-bound floor.  Every
+call is timed by the wall clock and, for the candidates that run in the
+calling thread only (all but OpenMP on), by that thread's CPU time
+(``time.thread_time_ns``), which a busy machine cannot inflate by
+descheduling the thread.  Each cell records the load average after it.  A
+target counts as met only from CPU time, or from wall time taken at a load
+below 1 per core (``benchmarks/cpu_report.py``).
 
 The grid: N in {1e4, 1e6, 1e7}; bins in {16, 1000, 1e6}; uniform, all-equal
 and Zipf-skewed values; int32 and int64 ``x``; plus weighted rows (float64
 weights, x int64 and int32) per N and bins.  ``x`` lives in an
 ``aesara.shared`` variable, as in the seed case.  A cell where Bincount
-(OpenMP off) loses to numpy or to the best of numba and torch is measured a
-second time, and the second measurement kept (marked "re-run").
+(OpenMP off) loses to numpy or to the best of numba and torch (in CPU time)
+is measured a second time, and the second measurement kept (marked "re-run").
 
 Then the busy-cores scenario (``benchmarks/busy.py``): the seed case and
 1e7 values into 1e6 bins with OpenMP on and off, without burners and in three rounds
@@ -22,7 +30,8 @@ Results go to ``benchmarks/results/<name>.md`` (a table, and the targets of
 issue 13 marked met or not) and ``.json`` (the raw figures, read by
 ``benchmarks/plot.py``); ``--plot`` redraws the plots, ``--readme`` the
 figures in README.rst.  ``make bench`` does all of it.  ``--quick`` runs a
-small grid; ``--tiny`` a grid of tiny sizes that only checks that the script
+small grid (N=1e6), ``--report`` that grid and every target cell of issues
+13 and 21; ``--tiny`` a grid of tiny sizes that only checks that the script
 runs (the test-suite runs it).
 """
 import argparse
@@ -53,13 +62,17 @@ from aesara.tensor.extra_ops import bincount  # noqa: E402
 import aesara_bincount  # noqa: E402
 import busy  # noqa: E402
 import cpu_report  # noqa: E402
+import peers  # noqa: E402
 from aesara_bincount import Bincount  # noqa: E402
-from aesara_bincount._timing import interleaved_medians  # noqa: E402
+from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
 
-IMPLS = ["numpy", "aesara", "bincount_omp_off", "bincount_omp_on", "numba", "torch_1thread", "read"]
+IMPLS = ["numpy", "aesara", "bincount_omp_off", "bincount_omp_on", "numba", "numba_max", "torch_1thread", "read"]
+#: The candidates that run in the calling thread only: their thread CPU time is
+#: recorded beside the wall time (OpenMP's is not: it runs other threads).
+ONE_THREAD = [k for k in IMPLS if k != "bincount_omp_on"]
 
 
 def make_x(n, bins, dist, dtype, rng):
@@ -76,34 +89,14 @@ def make_x(n, bins, dist, dtype, rng):
 
 
 def optional_competitors():
-    """numba and torch candidates, when installed."""
+    """numba and torch candidates, when installed (benchmarks/peers.py)."""
     extra = {}
-    try:
-        import numba
-
-        @numba.njit(cache=True, nogil=True)
-        def numba_counts(x):
-            out = np.zeros(x.max() + 1, dtype=np.int64)
-            for v in x:
-                out[v] += 1
-            return out
-
-        @numba.njit(cache=True, nogil=True)
-        def numba_weighted(x, w):
-            out = np.zeros(x.max() + 1, dtype=np.float64)
-            for i in range(x.shape[0]):
-                out[x[i]] += w[i]
-            return out
-
-        extra["numba"] = (numba_counts, numba_weighted)
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import torch
-
+    nb = peers.numba_peers()
+    if nb is not None:
+        extra["numba"] = nb
+    torch = peers.torch_module()
+    if torch is not None:
         extra["torch_1thread"] = torch
-    except Exception:  # noqa: BLE001
-        pass
     return extra
 
 
@@ -146,33 +139,32 @@ def run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget=None):
             raise AssertionError(f"{variant} disagrees with numpy at {n, bins, dist, dtype, weighted}")
         cands[variant] = f
     if "numba" in extra:
-        counts, summed = extra["numba"]
-        cands["numba"] = (lambda: summed(x_np, w_np)) if weighted else (lambda: counts(x_np))
+        nb = extra["numba"]
+        # The plain loop of issue 21 (bins known, no checks), and the loop
+        # that also finds the bins with x.max(), as numpy.bincount must.
+        if weighted:
+            cands["numba"] = lambda: nb.weighted(x_np, w_np, bins)
+            cands["numba_max"] = lambda: nb.weighted_max(x_np, w_np)
+        else:
+            cands["numba"] = lambda: nb.count(x_np, bins)
+            cands["numba_max"] = lambda: nb.count_max(x_np)
+        for k in ("numba", "numba_max"):
+            got = cands[k]()
+            assert np.allclose(got, expected) if weighted else np.array_equal(got, expected), k
     if "torch_1thread" in extra:
         torch = extra["torch_1thread"]
         # torch.bincount takes int64 (and uint8) indices; the conversion of
         # int32 input is part of what a user would pay.
         xt = torch.from_numpy(x_np)
         wt = torch.from_numpy(w_np) if weighted else None
-        threads = torch.get_num_threads()
-
-        def torch_1thread():
-            # torch.set_num_threads also sets OpenMP's thread count for the
-            # whole process (it shares libgomp with Bincount), so it is put
-            # back at once: otherwise "openmp on" would silently run on one
-            # thread.  The pair of calls costs under a microsecond.
-            torch.set_num_threads(1)
-            try:
-                return torch.bincount(xt if dtype == "int64" else xt.long(), weights=wt)
-            finally:
-                torch.set_num_threads(threads)
-
+        torch_1thread = peers.one_thread(
+            torch, lambda: torch.bincount(xt if dtype == "int64" else xt.long(), weights=wt)
+        )
         cands["torch_1thread"] = torch_1thread
     cands["read"] = lambda: x_np.max()
     if budget is None:
-        budget = 0.15 if n <= 10**6 else 0.6
-    times = interleaved_medians(cands, budget_s=budget)
-    return times
+        budget = 0.1 if n <= 10**6 else 0.3
+    return interleaved_times(cands, one_thread=[k for k in ONE_THREAD if k in cands], budget_s=budget)
 
 
 def machine_info():
@@ -186,7 +178,7 @@ def machine_info():
         "aesara_bincount": aesara_bincount.__version__,
         "omp_threads": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())),
         "date": datetime.date.today().isoformat(),
-        "load": f"{os.getloadavg()[0]:.1f}",
+        "load": f"{load_average()[0]:.1f}",
     }
     for mod in ("numba", "torch"):
         try:
@@ -214,7 +206,7 @@ def grid(kind):
         return [(n, b, d, "int64", False) for n in sizes for b in bins_list for d in dists] + [
             (n, b, "uniform", dt, True) for n in sizes for b in bins_list for dt in ("int64", "int32")
         ], 0.005
-    sizes = [10**6] if kind == "quick" else [10**4, 10**6, 10**7]
+    sizes = [10**6] if kind in ("quick", "report") else [10**4, 10**6, 10**7]
     bins_list = [16, 1000, 10**6]
     cells = [
         (n, bins, dist, dtype, False)
@@ -223,6 +215,9 @@ def grid(kind):
         for dist in ("uniform", "all-equal", "zipf")
         for dtype in ("int32", "int64")
     ] + [(n, bins, "uniform", dtype, True) for n in sizes for bins in bins_list for dtype in ("int64", "int32")]
+    if kind == "report":
+        # The quick grid and every target cell (issues 13 and 21) beyond it.
+        cells += [key for _, key, _ in cpu_report.TARGETS if key not in cells]
     return cells, None
 
 
@@ -247,6 +242,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small grid (N=1e6 only)")
     p.add_argument("--tiny", action="store_true", help="tiny sizes: only checks that the script runs")
+    p.add_argument("--report", action="store_true",
+                   help="the quick grid and every target cell of issues 13 and 21 (N=1e7 included)")
     p.add_argument("--out", default=os.path.join(HERE, "results"), help="folder for the results")
     p.add_argument("--name", default="cpu-dev", help="results file stem (default cpu-dev)")
     p.add_argument("--plot", action="store_true", help="also draw the plots (see --plot-out)")
@@ -266,11 +263,11 @@ def main(argv=None):
         with open(md, "w") as f:
             f.write(cpu_report.markdown(saved))
         if args.readme:
-            cpu_report.write_readme(args.readme, saved, _rel(md))
+            cpu_report.write_readme(args.readme, saved, _rel(md), *rows_targets())
         print(md)
         return
 
-    kind = "tiny" if args.tiny else "quick" if args.quick else "full"
+    kind = "tiny" if args.tiny else "quick" if args.quick else "report" if args.report else "full"
     rng = np.random.default_rng(1)
     cells, budget = grid(kind)
     fns = Functions()
@@ -278,16 +275,20 @@ def main(argv=None):
     machine = machine_info()
     rows = []
     for i, (n, bins, dist, dtype, weighted) in enumerate(cells):
-        times = run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget)
-        row = dict(n=n, bins=bins, dist=dist, dtype=dtype, weighted=weighted, ms=times)
-        if cpu_report.is_loss(times) and kind != "tiny":
+        row = dict(n=n, bins=bins, dist=dist, dtype=dtype, weighted=weighted)
+        row.update(run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget))
+        row["load"] = load_average()
+        if cpu_report.is_loss(row) and kind != "tiny":
             row["reruns"] = 1  # "re-run a cell before calling it a loss"
-            row["first_ms"] = times
-            row["ms"] = run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget)
+            row["first_ms"], row["first_cpu_ms"] = row["ms"], row["cpu_ms"]
+            row.update(run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget))
+            row["load"] = load_average()
         rows.append(row)
         print(
-            f"[{i + 1}/{len(cells)}] N={size_text(n)} bins={size_text(bins)} {dist:9s} {dtype} w={int(weighted)}: "
-            + " ".join(f"{k}={v:.3f}" for k, v in row["ms"].items())
+            f"[{i + 1}/{len(cells)}] N={size_text(n)} bins={size_text(bins)} {dist:9s} {dtype} w={int(weighted)} "
+            f"load {row['load'][0]:.1f}: CPU ms "
+            + " ".join(f"{k}={v:.3f}" for k, v in row["cpu_ms"].items())
+            + f" | wall ms omp_on={row['ms']['bincount_omp_on']:.3f}"
             + (" (re-run)" if row.get("reruns") else ""),
             flush=True,
         )
@@ -315,7 +316,28 @@ def main(argv=None):
 
         plot.main([stem + ".json"] + (["--out", args.plot_out] if args.plot_out else []))
     if args.readme:
-        cpu_report.write_readme(args.readme, data, _rel(stem + ".md"))
+        cpu_report.write_readme(args.readme, data, _rel(stem + ".md"), *rows_targets())
+
+
+def rows_targets():
+    """The targets of issue 14 from the newest committed run of bench_rows.py.
+
+    Returns ``(targets, path)``, or ``(None, None)`` when there is none.  The
+    newest is the one with the latest date, then the last name.
+    """
+    import glob
+
+    runs = []
+    for path in glob.glob(os.path.join(HERE, "results", "rows-*.json")):
+        with open(path) as f:
+            saved = json.load(f)
+        runs.append((saved["machine"].get("date", ""), os.path.basename(path), path, saved))
+    if not runs:
+        return None, None
+    _, _, path, saved = max(runs)
+    import bench_rows  # noqa: E402  (it imports this module: loaded only here)
+
+    return bench_rows.targets_judged(saved["rows"], saved["machine"]), _rel(path)
 
 
 def _rel(path):

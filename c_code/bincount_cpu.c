@@ -24,7 +24,10 @@
  * well defined.
  *
  * Dispatch: a sample of x (bc_sample, bincount_cpu_hist.h) says whether runs
- * or repeats dominate and how many bins the values need.  The call then
+ * or repeats dominate and how many bins the values need.  Counts that need
+ * a large output, on one counting thread anyway, go straight into the
+ * output (bincount_cpu_grow.h); if a value there needs too many bins, the
+ * call starts over on the other paths.  Otherwise the call
  * counts x into privatized histograms (bincount_cpu_hist.h, with the loops of
  * bincount_cpu_weighted.h, bincount_cpu_far.h and bincount_cpu_runs.h) on
  * the calling thread and the pool's workers; when those would need too many
@@ -49,6 +52,7 @@
 #include "bincount_cpu_defs.h"
 #include "bincount_cpu_hist.h"
 #include "bincount_cpu_direct.h"
+#include "bincount_cpu_grow.h"
 
 /* Threads for a call over `size` elements. */
 static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
@@ -121,6 +125,22 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
     return ctx->hists == NULL ? -1 : 0;
 }
 
+#if !BC_WEIGHTED && !BC_SCATTER
+/* Does the output-histogram of bincount_cpu_grow.h count this call?  Counts
+ * of the bincount form into cells of 4 or 8 bytes, fewer than 2**32 elements
+ * (a counted bin is then never 0, so the last non-zero bin is the largest
+ * value), `need` sampled bins of BC_GROW_MIN_BYTES or more and at most
+ * BC_GROW_MAX_BINS, no runs, and one counting thread anyway (one thread, or
+ * more bins than threaded private histograms may have). */
+static int APPLY_SPECIFIC(bc_grow_wanted)(const BC_CTX *ctx, int nt, npy_uint64 need)
+{
+    if (sizeof(BC_ACC_T) < 4 || ctx->size > BC_TASK_MAX || ctx->runs ||
+        need > (npy_uint64)BC_GROW_MAX_BINS || need * sizeof(BC_ACC_T) < (npy_uint64)BC_GROW_MIN_BYTES)
+        return 0;
+    return nt == 1 || need > (npy_uint64)(ctx->size / (2 * nt));
+}
+#endif
+
 /* Run on validated, contiguous inputs; on success *res is a new array. */
 static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
 {
@@ -134,6 +154,19 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
         return *res == NULL ? -1 : 0;
     }
     APPLY_SPECIFIC(bc_sample)(ctx);
+#if !BC_WEIGHTED && !BC_SCATTER
+    {
+        const npy_uint64 need = ctx->top + 1 > (npy_uint64)ctx->n ? ctx->top + 1 : (npy_uint64)ctx->n;
+        if (APPLY_SPECIFIC(bc_grow_wanted)(ctx, nt, need)) {
+            rc = APPLY_SPECIFIC(bc_grow_run)(ctx, need, res);
+            if (rc == BC_RANGE)
+                return APPLY_SPECIFIC(bc_raise_range)(ctx->x, ctx->size, ctx->n);
+            if (rc != BC_BAIL)
+                return rc;
+            rc = -1;
+        }
+    }
+#endif
 #if !BC_WEIGHTED
     {
         /* Counts for an 8-byte output that need (the scatter-add form's n, or
@@ -292,3 +325,4 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
 #undef BC_CPU_FAR_DONE
 #undef BC_CPU_RUNS_DONE
 #undef BC_CPU_DIRECT_DONE
+#undef BC_CPU_GROW_DONE

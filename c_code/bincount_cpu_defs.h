@@ -14,6 +14,8 @@
  *   bincount_cpu_runs.h     runs of equal values: one update per run;
  *   bincount_cpu_direct.h   many bins: the min/max pass, then one thread counts
  *                           straight into the output;
+ *   bincount_cpu_grow.h     counts into many bins, one thread: the output is
+ *                           the histogram, no min/max pass;
  *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
  * bincount_common.h (messages, allocation) and bincount_pool.h (the worker
  * threads) are shared with the scatter-add of rows and the GPU host code.
@@ -80,6 +82,14 @@
 #endif
 #ifndef BC_PREFETCH_DIST
 #define BC_PREFETCH_DIST 32 /* elements ahead: hides a miss to DRAM at ~1 ns/element */
+#endif
+#ifndef BC_GROW_MIN_BYTES
+/* One counting thread and an output of this size or more (beyond the 1 MiB
+ * L2 cache of a core): the output is the histogram (bincount_cpu_grow.h). */
+#define BC_GROW_MIN_BYTES (1 << 20)
+#endif
+#ifndef BC_GROW_MAX_BINS
+#define BC_GROW_MAX_BINS (1 << 26) /* ... and values below this (larger: sized exactly) */
 #endif
 #ifndef BC_PRIV_MIN_BINS
 #define BC_PRIV_MIN_BINS 4096 /* private histograms may always grow this far */

@@ -81,6 +81,15 @@ def test_tiny_run_writes_table_targets_and_busy_rounds(tiny_run):
     md = (tiny_run / "tiny.md").read_text()
     assert "## Targets of issue 13" in md and "## Busy cores" in md
     assert "no cell slower than numpy" in md
+    # Issue 21's measurement: CPU time beside wall time for the one-thread
+    # candidates (not OpenMP's), the plain numba loop, the load of each cell.
+    for r in data["rows"]:
+        assert set(r["cpu_ms"]) <= set(r["ms"]) and "bincount_omp_on" not in r["cpu_ms"]
+        assert {"numpy", "bincount_omp_off", "read"} <= set(r["cpu_ms"])
+        assert len(r["load"]) == 3
+        if "numba" in r["ms"]:
+            assert "numba_max" in r["ms"] and "numba" in r["cpu_ms"]
+    assert "CPU ms" in md and "| clock |" in md
 
 
 def test_tiny_run_draws_the_plots(tiny_run):
@@ -99,3 +108,52 @@ def test_tiny_run_rewrites_the_readme_figures(tiny_run):
     before, after = (open(os.path.join(ROOT, "README.rst"), encoding="utf-8").read().split(m) for m in
                      (".. bench-figures: begin", ".. bench-figures: end"))
     assert readme.startswith(before[0]) and readme.endswith(after[1])
+
+
+def _row(cpu, wall, load, n=10**6, bins=1000, weighted=True):
+    return dict(n=n, bins=bins, dist="uniform", dtype="int64", weighted=weighted,
+                ms=wall, cpu_ms=cpu, load=[load, load, load])
+
+
+MACHINE = dict(cpu="c", cores=2, host="h", python="3", numpy="1", aesara="2", aesara_bincount="0",
+               omp_threads="2", date="2026-12-01", load="0.5")
+
+
+def _verdict(data, text):
+    return next(t for t in load("cpu_report").targets(data) if t["target"].startswith(text))
+
+
+def test_targets_are_judged_on_cpu_time_not_on_loaded_wall_time():
+    """Issue 21: a busy machine cannot fake a win (nor a loss)."""
+    import sys
+
+    sys.path.insert(0, BENCH)  # cpu_report imports sizes and busy
+    text = "1e6 values in 1000 bins, float64 weights: >= 1.2x the numba loop"
+    fast_wall = {"numpy": 9.0, "bincount_omp_off": 1.0, "bincount_omp_on": 1.0, "numba": 5.0, "read": 0.1}
+    # CPU time says 1.1x: not met, whatever the wall time (5x) says.
+    cpu = {"numpy": 9.0, "bincount_omp_off": 1.0, "numba": 1.1, "read": 0.1}
+    t = _verdict(dict(machine=MACHINE, rows=[_row(cpu, fast_wall, load=300.0)]), text)
+    assert t["clock"] == "CPU" and t["met"] is False
+    # No CPU times (an old run): wall time counts at a load below 1 per core only.
+    t = _verdict(dict(machine=MACHINE, rows=[_row({}, fast_wall, load=300.0)]), text)
+    assert t["met"] is None
+    t = _verdict(dict(machine=MACHINE, rows=[_row({}, fast_wall, load=1.5)]), text)
+    assert t["clock"] == "wall" and t["met"] is True
+    # The OpenMP target reads wall time, and is not judged under load.
+    omp = "quiet machine: OpenMP on no slower than off"
+    slow_on = dict(fast_wall, bincount_omp_on=3.0)
+    assert _verdict(dict(machine=MACHINE, rows=[_row(cpu, slow_on, load=300.0)]), omp)["met"] is None
+    assert _verdict(dict(machine=MACHINE, rows=[_row(cpu, slow_on, load=0.5)]), omp)["met"] is False
+
+
+def test_rows_targets_are_judged_on_cpu_time():
+    bench_rows = load("bench_rows")
+    wall = {"aesara": 50.0, "ours_omp_off": 1.0, "ours_omp_on": 0.5, "numba": 3.0, "torch_1thread": 3.0,
+            "read": 0.9, "np_add_at": 9.0}
+    cpu = dict(wall, numba=1.1)
+    del cpu["ours_omp_on"]
+    row = dict(form="zeros", n=10**5, nrows=10**4, width=64, dtype="float64", ms=wall, cpu_ms=cpu,
+               load=[300.0, 300.0, 300.0])
+    got = {t["what"]: t for t in bench_rows.targets_judged([row], MACHINE)}
+    assert got["numba / ours >= 1.2"]["clock"] == "CPU" and got["numba / ours >= 1.2"]["met"] is False
+    assert got["OpenMP on 2 cores: off / on >= 1.6"]["met"] is None  # wall time at load 300

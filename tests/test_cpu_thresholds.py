@@ -46,6 +46,8 @@ PRIV_MAX = C["BC_PRIV_MAX_BINS"]
 COPIES_BYTES = C["BC_COPIES_MAX_BYTES"]
 PREFETCH_BYTES = C["BC_PREFETCH_MIN_BYTES"]
 PREFETCH_DIST = C["BC_PREFETCH_DIST"]
+GROW_BYTES = C["BC_GROW_MIN_BYTES"]
+GROW_MAX = C["BC_GROW_MAX_BINS"]
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -207,6 +209,62 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
                 with pytest.raises(ValueError) as got:
                     case.run(x, w, 0)
                 assert str(got.value).startswith(str(expected.value))
+
+
+# -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
+@pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint32", None),
+                                             ("int64", "float64"), ("int32", "float32"),
+                                             ("int64", "int16"), ("uint64", None)])
+def test_output_histogram_threshold(x_dtype, w_dtype, omp, rng):
+    """From BC_GROW_MIN_BYTES of sampled output up, counts into 4- and 8-byte
+    outputs go into the output itself on one counting thread (one thread, or
+    several and many bins); weighted sums and narrow counts keep the other
+    paths at the same sizes.  Below and above the threshold."""
+    itemsize = np.dtype(w_dtype or x_dtype).itemsize
+    edge = GROW_BYTES // itemsize
+    top_of = int(np.iinfo(x_dtype).max)
+    for top in sorted({min(top_of, t) for t in (edge - 2, edge - 1, edge, 3 * edge)}):
+        for size in (1000, OMP_MIN_N + 8, 3 * OMP_MIN_N):
+            _check_bincount(x_dtype, w_dtype, omp, _values(rng, size, top), rng)
+
+
+@pytest.mark.parametrize("w_dtype", [None, "float64"])  # weighted: the other paths, same inputs
+def test_output_histogram_grows_and_is_cut(w_dtype, omp, rng):
+    """A value the sample did not see (it reads four windows from 0, 1/4, 1/2
+    and 3/4 of x) grows the output, once or several times; the output is then
+    cut to max(x) + 1 (a view within a sixteenth of slack, else reallocated),
+    or kept at minlength; a value past BC_GROW_MAX_BINS starts over on the
+    other paths."""
+    edge = GROW_BYTES // 8
+    size = 3 * OMP_MIN_N
+    for far in (edge + edge // 16 + 64, 2 * edge + 1, 5 * edge, GROW_MAX - 1, GROW_MAX, GROW_MAX + 7):
+        x = _values(rng, size, 2 * edge)
+        x[5 * size // 8] = far
+        _check_bincount("int64", w_dtype, omp, x, rng)
+        x[7 * size // 8 + 1] = far + 1  # a second growth, and the last value is the largest
+        _check_bincount("int64", w_dtype, omp, x, rng)
+    x = _values(rng, size, 2 * edge)
+    for minlength in (2 * edge, 2 * edge + 1, 2 * edge + 2 * edge // 16 + 65, 4 * edge):
+        _check_bincount("int64", w_dtype, omp, x, rng, minlength=minlength)
+
+
+@pytest.mark.parametrize("x_dtype", ["int64", "int32"])
+def test_output_histogram_refuses_negative_values(x_dtype, omp, rng):
+    """A negative value in a group, in the tail, or after a growth: the exact
+    error of reference_bincount, and nothing kept of the partial output."""
+    case = bincount_case(CPU, x_dtype, "float64", omp)
+    edge = GROW_BYTES // 8
+    size = 3 * OMP_MIN_N
+    for pos in (0, 7, 8, size // 3 + 5, 7 * size // 8, size - 1):
+        x = _values(rng, size, 2 * edge).astype(x_dtype)
+        x[5 * size // 8] = 5 * edge
+        x[pos] = -3
+        w = rng.standard_normal(size)
+        with pytest.raises(ValueError) as expected:
+            reference_bincount(x, 0, w)
+        with pytest.raises(ValueError) as got:
+            case.run(x, w, 0)
+        assert str(got.value).startswith(str(expected.value))
 
 
 # -- the scatter-add form ---------------------------------------------------------------
