@@ -10,7 +10,7 @@ from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core import _c_code
+from aesara_bincount_core import _c_code, compile_args
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
     MODES,
@@ -161,7 +161,7 @@ class Bincount(OpenMPOp, ExternalCOp):
         return [_c_code.c_code_dir()]
 
     def c_compile_args(self, **kwargs):
-        return OpenMPOp.c_compile_args(self, **kwargs)
+        return OpenMPOp.c_compile_args(self, **kwargs) + compile_args.extra_compile_args()
 
     def get_c_macros(self, node, name, check_input=None):
         define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)

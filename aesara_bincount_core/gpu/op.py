@@ -5,7 +5,7 @@ import numpy as np
 from aesara.link.c.op import ExternalCOp
 from aesara.tensor.basic import as_tensor_variable
 
-from aesara_bincount_core import _c_code
+from aesara_bincount_core import _c_code, compile_args
 from aesara_bincount_core.cuda import kernels, sources
 from aesara_bincount_core.gpu.transfer import gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
@@ -127,6 +127,9 @@ class GpuBincount(ExternalCOp):
 
     def c_libraries(self, **kwargs):
         return ["dl"]
+
+    def c_compile_args(self, **kwargs):
+        return compile_args.extra_compile_args()
 
     def get_c_macros(self, node, name, check_input=None):
         define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)

@@ -1,7 +1,7 @@
 """The :class:`GpuScatterAdd` Op: the scatter-add of rows on an NVIDIA GPU."""
 from aesara.link.c.op import ExternalCOp
 
-from aesara_bincount_core import _c_code
+from aesara_bincount_core import _c_code, compile_args
 from aesara_bincount_core.cuda import kernels, sources
 from aesara_bincount_core.gpu.op import _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
@@ -132,6 +132,9 @@ class GpuScatterAdd(ExternalCOp):
 
     def c_libraries(self, **kwargs):
         return ["dl"]
+
+    def c_compile_args(self, **kwargs):
+        return compile_args.extra_compile_args()
 
     def get_c_macros(self, node, name, check_input=None):
         define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
