@@ -90,7 +90,8 @@ def environment(log_dir: str, base: Optional[Dict[str, str]] = None) -> Dict[str
         o for o in ("print_stacktrace=1:halt_on_error=1",
                     f"log_path={os.path.join(log_dir, 'ubsan')}", env.get("UBSAN_OPTIONS", "")) if o
     )  # fmt: skip
-    env["LD_PRELOAD"] = " ".join([*libs, env.get("LD_PRELOAD", "")]).strip()
+    rest = [lib for lib in env.get("LD_PRELOAD", "").split() if os.path.realpath(lib) not in libs]
+    env["LD_PRELOAD"] = " ".join([*libs, *rest])
     return env
 
 

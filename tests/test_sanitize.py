@@ -7,7 +7,9 @@ of ``Bincount`` and ``ScatterAdd``, each error) on the CPU, and their GPU
 variants plus a few calls of the kernel layer's ctypes library on the CPU
 emulation of the GPU (the GPU Ops' host C code, ``bincount_cuda_lib.c``).
 A sanitizer report fails the test, with its text.  Under ``make sanitize``
-(already sanitized) they are skipped.
+(already sanitized, with ``tests/test_c_paths.py`` in its selection) the CPU
+test is skipped; the emulated one runs there too, as the whole sanitized
+suite leaves the ``gpu`` tests out.
 """
 import os
 import re
@@ -23,10 +25,6 @@ KERNEL_LAYER = [
     for name in ("test_scatter_mode", "test_negative_value_error_names_the_first",
                  "test_scatter_index_error_names_the_first", "test_scatter_add_cupy_errors_write_nothing")
 ]  # fmt: skip
-
-pytestmark = pytest.mark.skipif(
-    "libasan" in os.environ.get("LD_PRELOAD", ""), reason="already under the sanitizers (make sanitize)"
-)
 
 
 def run_sanitized(args, log_dir, env=None):
@@ -44,6 +42,10 @@ def run_sanitized(args, log_dir, env=None):
     return summary
 
 
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="already under the sanitizers: make sanitize runs tests/test_c_paths.py itself",
+)
 def test_cpu_paths_under_the_sanitizers(tmp_path):
     run_sanitized(["tests/test_c_paths.py"], tmp_path / "logs")
 
