@@ -155,9 +155,10 @@ ROWS = {
     "base-broadcast-row": ("base", "float64", 30, (3, 4), 200, "per-index", True),
     "base-strided-increments": ("base", "float64", 30, (6,), 200, "transposed", True),
     "inplace-64": ("inplace", "float64", 40, (64,), 300, "rows", True),
-    "lanes-by-row": ("zeros", "float64", 200, (64,), 2000, "rows", True),
+    "lanes-by-row": ("zeros", "float64", 65536, (64,), 2000, "rows", True),  # 32 MiB of rows
     "lanes-by-thread": ("zeros", "float64", 64, (4,), 40_000, "rows", True),
-    "lanes-by-row-inplace": ("inplace", "float64", 300, (96,), 1500, "rows", True),
+    "lanes-by-row-inplace": ("inplace", "float64", 65536, (96,), 1500, "rows", True),
+    "wide-rows-in-cache": ("zeros", "float32", 300, (96,), 3000, "rows", True),  # one thread
 }
 
 
