@@ -104,14 +104,25 @@ class Bincount(OpenMPOp, ExternalCOp):
 
     The algorithm (one pass over ``x`` with privatized, interleaved
     histograms, or a direct path for many bins) is described in
-    ``c_code/bincount_cpu.c``.  The call holds the GIL; it runs on the CPU
-    only and never synchronises with a device.
+    ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
+    regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
+    it runs on the CPU only and never synchronises with a device.
     """
 
     __props__ = ("mode", "out_dtype", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
-    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
+    c_sources = (
+        "bincount_common.h",
+        "bincount_pool.h",
+        "bincount_cpu_defs.h",
+        "bincount_cpu_hist.h",
+        "bincount_cpu_weighted.h",
+        "bincount_cpu_far.h",
+        "bincount_cpu_runs.h",
+        "bincount_cpu_direct.h",
+        "bincount_cpu.c",
+    )
     #: Bump by hand only for changes outside the C files (which are hashed).
     version = 1
 

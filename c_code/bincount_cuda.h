@@ -1,6 +1,7 @@
 /*
  * bincount_cuda.h -- definitions shared by the CUDA kernels
- * (bincount_cuda_kernel.cu), the host C code of the GpuBincount Op
+ * (bincount_cuda_kernel.cu, scatter_add_cuda_kernel.cu and their device
+ * helpers bincount_cuda_device.cuh), the host C code of the GpuBincount Op
  * (bincount_cuda_host.c) and the Python kernel layer
  * (aesara_bincount_core/cuda/kernels.py, which reads the BC_CUDA_* numbers below
  * from this file, so that both launchers use the same values).

@@ -1,11 +1,17 @@
 /*
- * bincount_cuda_kernel.cu -- the CUDA kernels of aesara_bincount.GpuBincount.
+ * bincount_cuda_kernel.cu -- the histogram kernels of
+ * aesara_bincount.GpuBincount (one pass over x into a privatized
+ * histogram) and the conversion of their accumulator to the output dtype.
+ * Neighbours: bincount_cuda_device.cuh (device helpers shared with the rows
+ * kernels), bincount_cuda.h (the parameter structs and tuning numbers,
+ * shared with the host), scatter_add_cuda_kernel.cu (the scatter-add of
+ * rows, GpuScatterAdd's kernels), bincount_cuda_launch.h (the launcher).
  *
- * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), with the
- * folder of this file on the include path.  Valid CUDA C++17 on its own: with
- * no -D option it instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_*
- * code of bincount_cuda.h) keeps only those for one dtype of x, which is how
- * the kernel layer compiles it, one module per dtype of x.
+ * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), the
+ * headers given by name.  Valid CUDA C++17 on its own: with no -D option it
+ * instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_* code of
+ * bincount_cuda.h) keeps only those for one dtype of x, which is how the
+ * kernel layer compiles it, one module per dtype of x.
  *
  * Kernels (extern "C", one bc_hist_params or bc_finish_params by value):
  *
@@ -20,11 +26,6 @@
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
  *                             wrap), u64_f32, u64_f64 (counts to floats).
- *   scatter_rows_check_<idx>  the scatter-add of rows, first kernel: finds the
- *                             first index outside [-nrows, nrows) (one
- *                             bc_rows_params; see "Rows" below).
- *   scatter_rows_add_<idx>_<out>  second kernel: adds the rows of the
- *                             increments into out (every index was checked).
  *
  * Algorithm of a histogram pass (a privatized histogram):
  *   - Each block keeps `copies` replicated copies of a shared-memory
@@ -66,76 +67,13 @@
  * unsigned arithmetic, so sums wrap modulo 2**bits as on the CPU.  Float
  * weights are summed with floating-point atomics: the order of the additions
  * varies from run to run, so float results can differ in the last bits
- * between runs.  Subnormal float32 sums are kept: the global float atomic
- * add (atom.global.add.f32) flushes subnormal inputs and results to zero,
- * so float32 adds to global memory go through a compare-and-swap loop
- * (global_add); shared-memory float atomics and double atomics keep
- * subnormals (NVIDIA developer forum, "atomicAdd(float) does not add very
- * small values", 2013, confirmed by experiment there).  The module is
- * compiled without -ftz (NVRTC's default), so the loop's addition keeps them.
- *
- * Rows (the scatter-add of rows, out[idx[i]] += inc[i] for rows of D
- * elements; launched by scatter_add_cuda_launch.h):
- *   - The checking kernel reads idx once and publishes the first position of
- *     an index outside [-nrows, nrows) with one atomicMax of its complement
- *     per thread that saw one; the host reads it back before the adding
- *     kernel is queued, so nothing is written when an index is bad.
- *   - The adding kernel splits the work into items: a chunk of `chunk`
- *     consecutive indices times a tile of columns.  A warp takes an item at a
- *     time.  Its lanes share rows of `lanes` = min(32, D) lanes: a wide row
- *     (D >= 32) is spread over the whole warp, lane l holding columns l,
- *     l + 32, ... of the tile (BC_CUDA_ROWS_TILE of them), so each load of
- *     the warp reads 32 consecutive elements of one row (coalesced); narrow
- *     rows are packed 32 / D to a warp step, so that the warp still reads
- *     consecutive memory.  Hot rows: each lane keeps running sums (in
- *     registers) for the row it saw last and adds them to out with one
- *     atomic per column only when the row changes and at the end of the
- *     item, so runs of equal indices (sorted indices, a hot row) cost one
- *     atomic per run and column instead of one per increment.
- *   - The adds to out are atomics: float32 through the compare-and-swap of
- *     global_add (subnormals kept), float64 atomicAdd, 32- and 64-bit
- *     integers unsigned atomicAdd, 8- and 16-bit integers a compare-and-swap
- *     on the aligned 32-bit word that holds them (as CUDA has no narrower
- *     atomics).  Integer sums wrap modulo 2**bits; float sums are taken in
- *     an order that varies from run to run (running sums, then atomics in
- *     any order), so float results can differ from np.add.at's sequential
- *     sum, and between runs, in the last bits.
+ * between runs.  Subnormal float32 sums are kept: float32 adds to global
+ * memory go through the compare-and-swap of global_add (see
+ * bincount_cuda_device.cuh).
  */
-#include "bincount_cuda.h"
+#include "bincount_cuda_device.cuh"
 
 namespace bc {
-
-/* ---- dtypes ---- */
-template <bool S> struct sign_tag {
-};
-
-template <typename T> struct traits;
-#define BC_TRAITS(T, SIGNED)                                                                  \
-    template <> struct traits<T> {                                                            \
-        typedef sign_tag<SIGNED> sign;                                                        \
-    };
-BC_TRAITS(signed char, true)
-BC_TRAITS(short, true)
-BC_TRAITS(int, true)
-BC_TRAITS(long long, true)
-BC_TRAITS(unsigned char, false)
-BC_TRAITS(unsigned short, false)
-BC_TRAITS(unsigned int, false)
-BC_TRAITS(unsigned long long, false)
-#undef BC_TRAITS
-
-static constexpr bc_u64 NO_POSITION = ~0ull;
-static constexpr unsigned FULL_WARP = 0xffffffffu;
-
-/* A value of x as 64 bits: sign-extended when signed. */
-template <typename X> __device__ __forceinline__ bc_u64 as_u64(X v, sign_tag<true>)
-{
-    return (bc_u64)(bc_i64)v;
-}
-template <typename X> __device__ __forceinline__ bc_u64 as_u64(X v, sign_tag<false>)
-{
-    return (bc_u64)v;
-}
 
 /*
  * The bin of value v under the form's rules.  Returns false for a refused
@@ -169,83 +107,6 @@ __device__ __forceinline__ bool to_bin(X v, sign_tag<false>, const bc_hist_param
         return bin < (bc_u64)p.n;
     vmax = bin > vmax ? bin : vmax;
     return true;
-}
-
-/* ---- loads ---- */
-
-/* The word that loads B bytes at once, for B = 2, 4, 8 or 16. */
-template <int B> struct word;
-template <> struct word<2> {
-    typedef unsigned short type;
-};
-template <> struct word<4> {
-    typedef unsigned int type;
-};
-template <> struct word<8> {
-    typedef uint2 type;
-};
-template <> struct word<16> {
-    typedef uint4 type;
-};
-
-/* Load V contiguous elements of T with streaming loads of up to 16 bytes;
- * p must be aligned to min(16, V * sizeof(T)) bytes. */
-template <typename T, int V> struct vec_load {
-    enum { BYTES = V * (int)sizeof(T), WORD = BYTES < 16 ? BYTES : 16, WORDS = BYTES / WORD };
-    typedef typename word<WORD>::type word_t;
-    union chunk {
-        word_t w[WORDS];
-        T v[V];
-    };
-    static __device__ __forceinline__ void load(const T *p, T (&out)[V])
-    {
-        chunk c;
-        const word_t *q = reinterpret_cast<const word_t *>(p);
-#pragma unroll
-        for (int i = 0; i < WORDS; i++)
-            c.w[i] = __ldcs(q + i);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            out[k] = c.v[k];
-    }
-};
-
-/* ---- warp reductions (every lane of the warp must call them) ---- */
-template <typename T> __device__ __forceinline__ T warp_sum(T v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1)
-        v += __shfl_xor_sync(FULL_WARP, v, d);
-    return v;
-}
-/* The largest (MAX) or smallest value of v across the warp. */
-template <bool MAX> __device__ __forceinline__ bc_u64 warp_extreme(bc_u64 v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) {
-        const bc_u64 o = __shfl_xor_sync(FULL_WARP, v, d);
-        v = (MAX ? o > v : o < v) ? o : v;
-    }
-    return v;
-}
-
-/* ---- adds to the global accumulator ---- */
-
-/* Add v to *p in global memory, atomically. */
-template <typename T> __device__ __forceinline__ void global_add(T *p, T v)
-{
-    atomicAdd(p, v);
-}
-/* float: compare-and-swap on the bits, so that subnormals are kept (the
- * comparison is on bits, so a NaN bin does not loop forever). */
-template <> __device__ __forceinline__ void global_add<float>(float *p, float v)
-{
-    unsigned int *word = reinterpret_cast<unsigned int *>(p);
-    unsigned int seen = *word, before;
-    do {
-        before = seen;
-        seen = atomicCAS(word, before, __float_as_uint(__uint_as_float(before) + v));
-    } while (seen != before);
 }
 
 #ifndef BC_DYNAMIC_SHARED
@@ -579,215 +440,3 @@ BC_FINISH(u64, bc_u64, f64, double)
 #undef BC_HIST
 #undef BC_HIST_FOR_X
 #undef BC_FINISH
-
-/* ---- the scatter-add of rows ---- */
-namespace bc {
-
-/* A row index as a 64-bit row, wrapped once when negative (checked before). */
-template <typename I> __device__ __forceinline__ bc_i64 row_of(I v, bc_i64 nrows, sign_tag<true>)
-{
-    const bc_i64 s = (bc_i64)v;
-    return s < 0 ? s + nrows : s;
-}
-template <typename I> __device__ __forceinline__ bc_i64 row_of(I v, bc_i64, sign_tag<false>)
-{
-    return (bc_i64)(bc_u64)v;
-}
-
-/* Whether index v lies in [-nrows, nrows). */
-template <typename I> __device__ __forceinline__ bool row_ok(I v, bc_i64 nrows, sign_tag<true>)
-{
-    const bc_i64 s = (bc_i64)v;
-    return s >= -nrows && s < nrows;
-}
-template <typename I> __device__ __forceinline__ bool row_ok(I v, bc_i64 nrows, sign_tag<false>)
-{
-    return (bc_u64)v < (bc_u64)nrows;
-}
-
-template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_params &p)
-{
-    const I *idx = reinterpret_cast<const I *>(p.idx);
-    bc_status *status = reinterpret_cast<bc_status *>(p.status);
-    const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
-    bc_u64 first_bad = NO_POSITION;
-    for (bc_i64 i = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += step) {
-        if (!row_ok(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign())) {
-            first_bad = (bc_u64)i;
-            break; /* this thread's later positions are larger */
-        }
-    }
-    if (first_bad != NO_POSITION)
-        atomicMax(&status->bad_pos_inv, ~first_bad);
-}
-
-/* How a running sum of dtype OUT is kept (ACC) and added to out. */
-template <typename OUT> struct rows_acc;
-template <> struct rows_acc<float> {
-    typedef float type;
-    static __device__ __forceinline__ void add(float *p, float v) { global_add(p, v); }
-};
-template <> struct rows_acc<double> {
-    typedef double type;
-    static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
-};
-/* 32- and 64-bit integers: unsigned arithmetic, so sums wrap. */
-#define BC_ROWS_WORD(T, U)                                                                    \
-    template <> struct rows_acc<T> {                                                          \
-        typedef U type;                                                                       \
-        static __device__ __forceinline__ void add(T *p, U v)                                 \
-        {                                                                                     \
-            atomicAdd(reinterpret_cast<U *>(p), v);                                           \
-        }                                                                                     \
-    };
-BC_ROWS_WORD(int, bc_u32)
-BC_ROWS_WORD(unsigned int, bc_u32)
-BC_ROWS_WORD(long long, bc_u64)
-BC_ROWS_WORD(unsigned long long, bc_u64)
-#undef BC_ROWS_WORD
-/* 8- and 16-bit integers: a compare-and-swap on the aligned 32-bit word that
- * holds the element (CUDA has no narrower atomics); the other bytes of the
- * word are written back as they were.  The word starts inside the
- * allocation (allocations are aligned to 256 bytes), but for the last
- * elements of an array whose end is not a multiple of 4 bytes it reaches up
- * to 3 bytes past the array's end: inside CuPy's memory pool, whose blocks
- * are multiples of 512 bytes, so nothing else is touched; compute-sanitizer's
- * memcheck, with plain cudaMalloc allocations, would report it as an
- * out-of-bounds access.  Not yet run under it (no GPU lent). */
-template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
-{
-    const bc_u64 addr = reinterpret_cast<bc_u64>(p);
-    bc_u32 *word = reinterpret_cast<bc_u32 *>(addr & ~(bc_u64)3);
-    const bc_u32 shift = (bc_u32)(addr & 3) * 8u;
-    const bc_u32 mask = (bc_u32)((1ull << (8 * sizeof(T))) - 1ull) << shift;
-    bc_u32 seen = *word, before;
-    do {
-        before = seen;
-        const bc_u32 sum = ((before >> shift) + v) << shift;
-        seen = atomicCAS(word, before, (before & ~mask) | (sum & mask));
-    } while (seen != before);
-}
-#define BC_ROWS_NARROW(T)                                                                     \
-    template <> struct rows_acc<T> {                                                          \
-        typedef bc_u32 type;                                                                  \
-        static __device__ __forceinline__ void add(T *p, bc_u32 v) { narrow_add(p, v); }      \
-    };
-BC_ROWS_NARROW(signed char)
-BC_ROWS_NARROW(unsigned char)
-BC_ROWS_NARROW(short)
-BC_ROWS_NARROW(unsigned short)
-#undef BC_ROWS_NARROW
-
-template <typename I, typename OUT> __device__ __forceinline__ void rows_add(const bc_rows_params &p)
-{
-    typedef typename rows_acc<OUT>::type ACC;
-    enum { TILE = BC_CUDA_ROWS_TILE };
-    const I *idx = reinterpret_cast<const I *>(p.idx);
-    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
-    OUT *out = reinterpret_cast<OUT *>(p.out);
-    const bc_i64 lanes = p.lanes;
-    const bc_i64 group = 32 / lanes; /* rows a warp step covers */
-    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
-    const bc_i64 sub = lane / lanes; /* which of them is this lane's */
-    const bc_i64 col_lane = lane % lanes;
-    const bc_i64 warps_per_block = (bc_i64)(blockDim.x >> 5);
-    const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
-    if (sub >= group)
-        return; /* the lanes left over when 32 is not a multiple of D */
-    for (bc_i64 item = (bc_i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < p.items;
-         item += warps) {
-        const bc_i64 begin = (item / p.tiles) * p.chunk;
-        const bc_i64 end = begin + p.chunk < p.n ? begin + p.chunk : p.n;
-        const bc_i64 col0 = (item % p.tiles) * lanes * TILE + col_lane;
-        ACC sum[TILE];
-        bc_i64 run_row = -1;
-        for (bc_i64 i = begin + sub; i < end; i += group) {
-            const bc_i64 row = row_of(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign());
-            if (row != run_row) {
-                if (run_row >= 0) {
-#pragma unroll
-                    for (int t = 0; t < TILE; t++) {
-                        const bc_i64 col = col0 + t * lanes;
-                        if (col < p.row_size)
-                            rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
-                    }
-                }
-                run_row = row;
-#pragma unroll
-                for (int t = 0; t < TILE; t++)
-                    sum[t] = (ACC)0;
-            }
-            const OUT *src = inc + i * p.inc_row;
-#pragma unroll
-            for (int t = 0; t < TILE; t++) {
-                const bc_i64 col = col0 + t * lanes;
-                if (col < p.row_size)
-                    sum[t] += (ACC)__ldcs(src + col * p.inc_elem);
-            }
-        }
-        if (run_row >= 0) {
-#pragma unroll
-            for (int t = 0; t < TILE; t++) {
-                const bc_i64 col = col0 + t * lanes;
-                if (col < p.row_size)
-                    rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
-            }
-        }
-    }
-}
-
-} /* namespace bc */
-
-#define BC_ROWS_ADD(XN, XT, ON, OT)                                                           \
-    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
-        scatter_rows_add_##XN##_##ON(const bc_rows_params p)                                  \
-    {                                                                                         \
-        bc::rows_add<XT, OT>(p);                                                              \
-    }
-
-/* The checking kernel and every output dtype for one dtype of idx. */
-#define BC_ROWS_FOR_X(XN, XT)                                                                 \
-    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
-        scatter_rows_check_##XN(const bc_rows_params p)                                       \
-    {                                                                                         \
-        bc::rows_check<XT>(p);                                                                \
-    }                                                                                         \
-    BC_ROWS_ADD(XN, XT, i8, signed char)                                                      \
-    BC_ROWS_ADD(XN, XT, i16, short)                                                           \
-    BC_ROWS_ADD(XN, XT, i32, int)                                                             \
-    BC_ROWS_ADD(XN, XT, i64, long long)                                                       \
-    BC_ROWS_ADD(XN, XT, u8, unsigned char)                                                    \
-    BC_ROWS_ADD(XN, XT, u16, unsigned short)                                                  \
-    BC_ROWS_ADD(XN, XT, u32, unsigned int)                                                    \
-    BC_ROWS_ADD(XN, XT, u64, unsigned long long)                                              \
-    BC_ROWS_ADD(XN, XT, f32, float)                                                           \
-    BC_ROWS_ADD(XN, XT, f64, double)
-
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
-BC_ROWS_FOR_X(i8, signed char)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT16
-BC_ROWS_FOR_X(i16, short)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT32
-BC_ROWS_FOR_X(i32, int)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT64
-BC_ROWS_FOR_X(i64, long long)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT8
-BC_ROWS_FOR_X(u8, unsigned char)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT16
-BC_ROWS_FOR_X(u16, unsigned short)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT32
-BC_ROWS_FOR_X(u32, unsigned int)
-#endif
-#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT64
-BC_ROWS_FOR_X(u64, unsigned long long)
-#endif
-
-#undef BC_ROWS_ADD
-#undef BC_ROWS_FOR_X
-

@@ -1,6 +1,6 @@
 /*
  * scatter_add_cuda_launch.h -- the launcher of the scatter-add of rows on the
- * GPU (the kernels scatter_rows_* of bincount_cuda_kernel.cu): the one
+ * GPU (the kernels scatter_rows_* of scatter_add_cuda_kernel.cu): the one
  * implementation of its launch plan and sequence, used by the GpuScatterAdd
  * Op (scatter_add_cuda_host.c, compiled into the Op's module by Aesara) and
  * by the stand-alone kernel layer (bincount_cuda_lib.c, loaded with ctypes

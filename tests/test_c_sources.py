@@ -39,7 +39,7 @@ def test_file_compiles_on_its_own(path, compiler, flags):
 
 def test_no_section_markers_or_templating():
     """No ExternalCOp section markers, no %(name)s or $name text templating."""
-    for path in C_FILES + sorted(glob.glob(os.path.join(C_DIR, "*.cu"))):
+    for path in C_FILES + sorted(glob.glob(os.path.join(C_DIR, "*.cu*"))):
         with open(path, encoding="utf-8") as f:
             code = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
         assert "#section" not in code, path
@@ -50,7 +50,9 @@ def test_cache_version_covers_every_file(monkeypatch):
     op = Bincount()
     base = op.c_code_cache_version()
     assert base == Bincount().c_code_cache_version()
-    assert set(op.c_sources) == {"bincount_common.h", "bincount_pool.h", "bincount_cpu.c"}
+    assert set(op.c_sources) >= {"bincount_common.h", "bincount_pool.h", "bincount_cpu.c"}
+    # Every file of the CPU code is hashed, the regime files included.
+    assert set(op.c_sources) >= {os.path.basename(p) for p in glob.glob(os.path.join(C_DIR, "bincount_cpu*"))}
     original = _c_code.read_source
     for name in op.c_sources:
         monkeypatch.setattr(
@@ -65,9 +67,12 @@ def test_c_headers_of_op_are_all_hashed():
     op = Bincount()
     ours = [h for h in op.c_headers() if os.path.exists(os.path.join(C_DIR, h))]
     assert ours and set(ours) <= set(op.c_sources)
-    with open(os.path.join(C_DIR, "bincount_cpu.c"), encoding="utf-8") as f:
-        included = [line.split('"')[1] for line in f if line.startswith('#include "')]
-    assert set(included) <= set(op.c_sources)
+    included = set()
+    for name in op.c_sources:
+        with open(os.path.join(C_DIR, name), encoding="utf-8") as f:
+            included |= {line.split('"')[1] for line in f if line.startswith('#include "')}
+    assert "bincount_cpu_hist.h" in included
+    assert included <= set(op.c_sources)
 
 
 def test_messages_are_parsed_from_the_header():
@@ -114,7 +119,18 @@ def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatt
         assert proc.returncode == 0, proc.stderr
 
 
-def test_scatter_add_parts_instantiate_twice_in_one_module(tmp_path):
+def _syntax_check(source: str):
+    """gcc (C99, OpenMP) and g++ accept ``source`` without a warning."""
+    for compiler, flags in (("gcc", ["-x", "c", "-std=c99", "-fopenmp"]), ("g++", ["-x", "c++"])):
+        if shutil.which(compiler) is None:
+            pytest.skip(f"{compiler} not installed")
+        cmd = [compiler, *flags, "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+               "-Wno-unused-function", *INCLUDES, "-"]
+        proc = subprocess.run(cmd, input=source, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_scatter_add_parts_instantiate_twice_in_one_module():
     """A module with two ScatterAdd nodes holds scatter_add_cpu.c (and the three
     parts it includes) twice, with other APPLY_SPECIFIC names and dtypes: the
     parts' once-per-instantiation guards must be reset at the end of the file."""
@@ -131,12 +147,35 @@ def test_scatter_add_parts_instantiate_twice_in_one_module(tmp_path):
         undef = "".join(f"#undef {k.split('(')[0]}\n" for k in macros)
         return f'{define}#include "scatter_add_cpu.c"\n{undef}'
 
-    src = tmp_path / "two_nodes.c"
-    src.write_text(node("a", "float32", "int32", 1, 1) + node("b", "int16", "uint64", 0, 0))
-    for compiler, flags in (("gcc", ["-x", "c", "-std=c99", "-fopenmp"]), ("g++", ["-x", "c++"])):
-        if shutil.which(compiler) is None:
-            pytest.skip(f"{compiler} not installed")
-        cmd = [compiler, *flags, "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-               "-Wno-unused-function", *INCLUDES, str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
+    _syntax_check(node("a", "float32", "int32", 1, 1) + node("b", "int16", "uint64", 0, 0))
+
+
+def test_two_instantiations_in_one_module():
+    """Aesara puts the support code of every node of a graph into one module:
+    the driver undefines the macros of its instantiation and the guards of the
+    regime files, so a second node with other dtypes includes them afresh."""
+    nodes = [
+        ("n1", "int64", "int64", False, 0),
+        ("n2", "int32", "float64", True, 1),
+        ("n3", "uint8", "float32", True, 0),
+    ]
+    text = []
+    for tag, x_dtype, out_dtype, weighted, scatter in nodes:
+        macros = {
+            "APPLY_SPECIFIC(str)": f"str##_{tag}",
+            "DTYPE_INPUT_0": f"npy_{x_dtype}",
+            "DTYPE_OUTPUT_0": f"npy_{out_dtype}",
+            "TYPENUM_OUTPUT_0": str(np.dtype(out_dtype).num),
+            "ITEMSIZE_OUTPUT_0": str(np.dtype(out_dtype).itemsize),
+            "BC_SCATTER": str(scatter),
+            "BC_OUT_FLOAT": str(int(out_dtype.startswith("float"))),
+        }
+        if weighted:
+            macros["DTYPE_INPUT_2"] = f"npy_{out_dtype}"
+        text += [f"#define {k} {v}" for k, v in macros.items()]
+        text.append('#include "bincount_cpu.c"')
+        text += [f"#undef {k.split('(')[0]}" for k in macros]
+    for tag, *_ in nodes:
+        text.append(f"void *uses_{tag}(void) {{ return (void *)&cpu_bincount_{tag}; }}")
+    source = "\n".join(text) + "\n"
+    _syntax_check(source)

@@ -1,6 +1,6 @@
 """The CPU Op at the sizes where its C code changes path (issue 13).
 
-``c_code/bincount_cpu.c`` picks its loop by size: one thread below
+``c_code/bincount_cpu.c`` (with its regime files ``bincount_cpu_*.h``) picks its loop by size: one thread below
 ``BC_OMP_MIN_N`` elements; tasks of ``BC_TASK_LEN`` elements; a private
 histogram up to ``N / (2 x histograms)`` bins (at least ``BC_PRIV_MIN_BINS``),
 else the direct path; four interleaved copies while they fit in
@@ -29,7 +29,9 @@ from expect import assert_same_histogram
 
 
 def _constants():
-    text = _c_code.read_source("bincount_cpu.c")
+    from aesara_bincount import Bincount
+
+    text = "\n".join(_c_code.read_source(name) for name in Bincount.c_sources)
     found = {}
     for name, value in re.findall(r"^#define (BC_[A-Z0-9_]+) (\(?[0-9][0-9 <()]*\)?)", text, re.M):
         found.setdefault(name, eval(value))  # noqa: S307  (digits, parentheses and << only)

@@ -6,7 +6,7 @@ from aesara.graph.fg import FunctionGraph
 from aesara.link.c.basic import CLinker
 from aesara.tensor.type import TensorType
 
-from aesara_bincount.gpu import GpuArrayType, GpuBincount
+from aesara_bincount.gpu import GpuArrayType, GpuBincount, GpuScatterAdd
 
 
 @pytest.mark.parametrize(
@@ -30,12 +30,19 @@ def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
     assert module is not None
 
 
-def test_cache_version_covers_every_source(monkeypatch):
+@pytest.mark.parametrize(
+    "op_class,kernel_files",
+    [
+        (GpuBincount, ("bincount_cuda_kernel.cu", "bincount_cuda_device.cuh")),
+        (GpuScatterAdd, ("scatter_add_cuda_kernel.cu", "bincount_cuda_device.cuh")),
+    ],
+)
+def test_cache_version_covers_every_source(monkeypatch, op_class, kernel_files):
     from aesara_bincount_core import _c_code
 
-    op = GpuBincount()
+    op = op_class()
     version = op.c_code_cache_version()
-    assert GpuBincount.kernel_sources == ("bincount_cuda_kernel.cu",)
+    assert op_class.kernel_sources == kernel_files
     for name in op.c_sources + op.kernel_sources:
         real = _c_code.read_source
 
@@ -47,14 +54,17 @@ def test_cache_version_covers_every_source(monkeypatch):
         monkeypatch.setattr(_c_code, "read_source", real)
 
 
-def test_cache_version_covers_every_included_file():
-    """Every file of c_code/ that the Op's sources include, directly or not, is hashed."""
+@pytest.mark.parametrize("op_class", [GpuBincount, GpuScatterAdd])
+def test_cache_version_covers_every_included_file(op_class):
+    """Every file of c_code/ that the Op's sources or its kernels include,
+    directly or not, is hashed."""
     import re
 
     from aesara_bincount_core import _c_code
 
-    op = GpuBincount()
-    seen, todo = set(), list(op.c_sources)
+    op = op_class()
+    hashed = set(op.c_sources + op.kernel_sources)
+    seen, todo = set(), list(op.c_sources + op.kernel_sources)
     while todo:
         name = todo.pop()
         if name in seen:
@@ -63,5 +73,5 @@ def test_cache_version_covers_every_included_file():
         for inc in re.findall(r'^#include "([^"]+)"', _c_code.read_source(name), re.MULTILINE):
             if os.path.exists(_c_code.c_code_path(inc)):
                 todo.append(inc)
-    assert seen <= set(op.c_sources), seen - set(op.c_sources)
+    assert seen <= hashed, seen - hashed
     assert set(op.c_headers()) <= set(op.c_sources)

@@ -1,7 +1,8 @@
 """The CUDA kernels compile with NVRTC, without a GPU; the NVRTC loader and cache.
 
-Every kernel module (one per dtype of x, holding every increment kind and
-the conversion kernels) is compiled to CUBIN for sm_75, sm_80 and sm_90, and
+Every kernel module (one per family and dtype of x: the histogram family
+holds every increment kind and the conversion kernels, the rows family the
+scatter-add of rows) is compiled to CUBIN for sm_75, sm_80 and sm_90, and
 any warning in NVRTC's log fails the test.  NVRTC comes from the
 ``nvidia-cuda-nvrtc-cu12`` wheel of the test extra.
 """
@@ -31,7 +32,7 @@ def nvrtc_lib():
 
 @pytest.fixture(scope="module")
 def compiled(nvrtc_lib):
-    """{(x dtype, arch): CompiledImage}, compiled in parallel (NVRTC releases the GIL).
+    """{(family, x dtype, arch): CompiledImage}, compiled in parallel (NVRTC releases the GIL).
 
     The images go to the test cache folder, which the emulated GPU suite
     (tests/test_gpu_emulated.py) reuses for sm_90.
@@ -39,9 +40,11 @@ def compiled(nvrtc_lib):
     old = os.environ.get("AESARA_BINCOUNT_CACHE")
     os.environ["AESARA_BINCOUNT_CACHE"] = os.path.join(ROOT, ".cache", "tests", "kernels")
     try:
-        jobs = [(x, cc) for x in X_DTYPES for cc in ARCHS]
+        jobs = [(f, x, cc) for f in sources.FAMILIES for x in X_DTYPES for cc in ARCHS]
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            images = list(pool.map(lambda job: sources.compile_module(job[0], job[1], nvrtc_lib), jobs))
+            images = list(
+                pool.map(lambda j: sources.compile_module(j[1], j[2], nvrtc_lib, j[0]), jobs)
+            )
     finally:
         if old is None:
             del os.environ["AESARA_BINCOUNT_CACHE"]
@@ -50,45 +53,68 @@ def compiled(nvrtc_lib):
     return dict(zip(jobs, images))
 
 
-def _kernel_names(x_dtype):
+def _headers():
+    return {h: _c_code.read_source(h) for h in (sources.KERNEL_HEADER, sources.DEVICE_HEADER)}
+
+
+def _kernel_names(family, x_dtype):
     short = sources.DTYPES[x_dtype][1]
+    if family == "rows":
+        return [f"scatter_rows_check_{short}"] + [
+            f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
+        ]
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64"]
-    rows = [f"scatter_rows_check_{short}"] + [
-        f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
-    ]
-    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes] + rows
+    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
 
 
 @pytest.mark.parametrize("cc", ARCHS)
 @pytest.mark.parametrize("x_dtype", X_DTYPES)
-def test_kernels_compile_without_warnings(compiled, x_dtype, cc):
-    image = compiled[(x_dtype, cc)]
+@pytest.mark.parametrize("family", sorted(sources.FAMILIES))
+def test_kernels_compile_without_warnings(compiled, family, x_dtype, cc):
+    image = compiled[(family, x_dtype, cc)]
     assert image.kind == "cubin" and image.target == f"sm_{cc}"
     assert image.data[:4] == b"\x7fELF"
     assert not re.search(r"warning|error", image.log, re.IGNORECASE), image.log
-    for name in _kernel_names(x_dtype):
-        assert name.encode() in image.data, f"{name} missing from the {x_dtype} module"
+    for name in _kernel_names(family, x_dtype):
+        assert name.encode() in image.data, f"{name} missing from the {family} {x_dtype} module"
+    other = "rows" if family == "hist" else "hist"
+    for name in _kernel_names(other, x_dtype):
+        assert name.encode() not in image.data, f"{name} in the {family} module"
 
 
 def test_every_kernel_the_launchers_name_exists(compiled):
-    """Each (out dtype, weighted) accumulation names kernels that were compiled."""
+    """Each (out dtype, weighted) accumulation names kernels that were compiled,
+    in the family that sources.family_of gives."""
     for x_dtype in X_DTYPES:
-        names = set(_kernel_names(x_dtype))
+        hist, rows = set(_kernel_names("hist", x_dtype)), set(_kernel_names("rows", x_dtype))
         for out_dtype in sources.DTYPES:
             for weighted in (False, True):
                 acc = sources.accumulation(out_dtype, weighted)
-                assert acc.hist_kernel(x_dtype) in names
-                assert acc.finish is None or acc.finish in names
-            assert set(sources.rows_kernels(x_dtype, out_dtype)) <= names
+                assert acc.hist_kernel(x_dtype) in hist
+                assert acc.finish is None or acc.finish in hist
+                assert sources.family_of(acc.hist_kernel(x_dtype)) == "hist"
+            names = sources.rows_kernels(x_dtype, out_dtype)
+            assert set(names) <= rows
+            assert {sources.family_of(n) for n in names} == {"rows"}
 
 
-def test_no_local_memory_spills(nvrtc_lib):
+@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER])
+def test_each_cuda_file_compiles_on_its_own(nvrtc_lib, name):
+    """Each CUDA file, the device header included, is valid CUDA by itself
+    (with every dtype instantiated: no -DBC_X_DTYPE)."""
+    _, log = nvrtc_lib.compile(
+        _c_code.read_source(name), name, ["-arch=sm_90", "-std=c++17"], _headers(), kind="ptx"
+    )
+    assert not re.search(r"warning|error", log, re.IGNORECASE), log
+
+
+@pytest.mark.parametrize("family", sorted(sources.FAMILIES))
+def test_no_local_memory_spills(nvrtc_lib, family):
     """The hot kernels keep their arrays in registers (ptxas reports spills)."""
-    source = _c_code.read_source(sources.KERNEL_SOURCE)
-    headers = {sources.KERNEL_HEADER: _c_code.read_source(sources.KERNEL_HEADER)}
+    source = sources.FAMILIES[family]
     options = ["-arch=sm_90", "--ptxas-options=-v", *sources.module_options("int32")]
-    _, log = nvrtc_lib.compile(source, "bincount_cuda_kernel.cu", options, headers)
+    _, log = nvrtc_lib.compile(_c_code.read_source(source), source, options, _headers())
     spills = re.findall(r"(\d+) bytes spill stores", log)
     assert spills, log
     assert all(s == "0" for s in spills), log
@@ -98,17 +124,17 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
     """atom/red.global.add.f32 flush float32 subnormals to zero: the float32
     adds to global memory are compare-and-swap loops; shared memory keeps its
     float atomics (they keep subnormals)."""
-    source = _c_code.read_source(sources.KERNEL_SOURCE)
-    headers = {sources.KERNEL_HEADER: _c_code.read_source(sources.KERNEL_HEADER)}
-    for arch in ("compute_75", "compute_90"):
-        ptx, _ = nvrtc_lib.compile(
-            source, "k.cu", [f"-arch={arch}", *sources.module_options("int32")], headers, kind="ptx"
-        )
-        text = ptx.decode(errors="replace")
-        assert "bincount_hist_i32_f32" in text
-        assert not re.search(r"\b(atom|red)\.global\.add\.f32\b", text), arch
-        assert re.search(r"\b(atom|red)\.shared\.add\.f32\b", text), arch
-        assert re.search(r"\batom\.global\.cas\.b32\b", text), arch
+    for family, kernel in (("hist", "bincount_hist_i32_f32"), ("rows", "scatter_rows_add_i32_f32")):
+        source = _c_code.read_source(sources.FAMILIES[family])
+        for arch in ("compute_75", "compute_90"):
+            options = [f"-arch={arch}", *sources.module_options("int32")]
+            ptx, _ = nvrtc_lib.compile(source, "k.cu", options, _headers(), kind="ptx")
+            text = ptx.decode(errors="replace")
+            assert kernel in text
+            assert not re.search(r"\b(atom|red)\.global\.add\.f32\b", text), (family, arch)
+            if family == "hist":
+                assert re.search(r"\b(atom|red)\.shared\.add\.f32\b", text), arch
+            assert re.search(r"\batom\.global\.cas\.b32\b", text), (family, arch)
 
 
 def test_compile_error_raises_with_the_log(nvrtc_lib):
@@ -117,10 +143,11 @@ def test_compile_error_raises_with_the_log(nvrtc_lib):
 
 
 def test_nvrtc_headers_are_needed_and_used(nvrtc_lib):
-    """The kernel includes bincount_cuda.h only through the headers argument."""
-    source = _c_code.read_source(sources.KERNEL_SOURCE)
-    with pytest.raises(nvrtc.NvrtcError):
-        nvrtc_lib.compile(source, "k.cu", ["-arch=sm_90", "-std=c++17", "-DBC_X_DTYPE=2"])
+    """The kernels include their headers only through the headers argument."""
+    for name in sources.FAMILIES.values():
+        source = _c_code.read_source(name)
+        with pytest.raises(nvrtc.NvrtcError):
+            nvrtc_lib.compile(source, "k.cu", ["-arch=sm_90", "-std=c++17", "-DBC_X_DTYPE=2"])
 
 
 def test_target_falls_back_to_ptx_for_a_newer_gpu(nvrtc_lib):

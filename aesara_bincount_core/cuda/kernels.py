@@ -1,6 +1,7 @@
 """The stand-alone GPU kernel layer: bincount on CuPy arrays, without Aesara.
 
 :func:`bincount_cupy` runs the kernels of ``c_code/bincount_cuda_kernel.cu``
+(and :func:`scatter_add_cupy` those of ``c_code/scatter_add_cuda_kernel.cu``)
 on CuPy arrays, with the semantics and error messages of the CPU
 :class:`~aesara_bincount.Bincount` Op.  This package imports no Aesara and no
 CuPy at import time (CuPy is imported on first use); it works with NumPy 1 +

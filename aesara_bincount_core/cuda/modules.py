@@ -1,7 +1,8 @@
 """The kernels loaded in each CUDA context, and the figures that size their launches.
 
-Part of the stand-alone kernel layer.  A module (the kernels for one dtype of
-x, :func:`sources.compile_module`) is compiled once per device architecture
+Part of the stand-alone kernel layer.  A module (the kernels of one family
+for one dtype of x, :func:`sources.compile_module`) is compiled once per
+device architecture
 (NVRTC, cached on disk) and loaded once per CUDA context; both the kernel
 layer's launcher and the host C code of the GpuBincount Op
 (:func:`c_kernel_handles`) take their kernels from here, keyed by the
@@ -16,8 +17,8 @@ calculator (``cuOccupancyAvailableDynamicSMemPerBlock``) and checked with
 ``cuOccupancyMaxActiveBlocksPerMultiprocessor``; when the blocks do not fit,
 the plan takes one block per multiprocessor fewer.
 
-The kernels of the scatter-add of rows (``scatter_rows_*``, in the same
-module as the histogram kernels of their index dtype) use no shared memory:
+The kernels of the scatter-add of rows (``scatter_rows_*``, the ``"rows"``
+family: a module of their own per index dtype) use no shared memory:
 their resident blocks are what the occupancy calculator grants with none.
 """
 import threading
@@ -26,7 +27,7 @@ from typing import Dict, Optional, Tuple
 
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
-from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module
+from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module, family_of
 
 __all__ = [
     "DeviceModule",
@@ -93,7 +94,7 @@ class RowsKernels:
 
 @dataclass
 class DeviceModule:
-    """The kernels for one dtype of x, loaded in one CUDA context."""
+    """The kernels of one family for one dtype of x, loaded in one CUDA context."""
 
     context: int
     device: int
@@ -107,7 +108,7 @@ class DeviceModule:
     functions: Dict[str, Tuple[int, int, int]] = field(default_factory=dict)
 
 
-_modules: Dict[Tuple[int, str], DeviceModule] = {}
+_modules: Dict[Tuple[int, str, str], DeviceModule] = {}
 _lock = threading.Lock()
 
 
@@ -126,8 +127,9 @@ def _current_context(drv) -> int:
     return ctx
 
 
-def device_module(x_dtype: str) -> DeviceModule:
-    """The kernels for ``x_dtype`` in the current context, compiled and loaded once.
+def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
+    """The kernels of ``family`` for ``x_dtype`` in the current context,
+    compiled and loaded once (``family``: a key of :data:`sources.FAMILIES`).
 
     Raises
     ------
@@ -136,7 +138,7 @@ def device_module(x_dtype: str) -> DeviceModule:
     """
     drv = _driver.driver()
     ctx = _current_context(drv)
-    key = (ctx, x_dtype)
+    key = (ctx, family, x_dtype)
     with _lock:
         mod = _modules.get(key)
         if mod is not None:
@@ -144,7 +146,7 @@ def device_module(x_dtype: str) -> DeviceModule:
         dev = drv.current_device()
         cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        image = compile_module(x_dtype, cc, nvrtc.load(drv.version))
+        image = compile_module(x_dtype, cc, nvrtc.load(drv.version), family)
         mod = DeviceModule(
             context=ctx,
             device=dev,
@@ -249,7 +251,7 @@ def rows_kernels_for(idx_dtype: str, check: str, add: str) -> RowsKernels:
     ------
     nvrtc.NvrtcError, driver.CudaDriverError
     """
-    mod = device_module(idx_dtype)
+    mod = device_module(idx_dtype, family_of(add))
     with _lock:
         check_func = _function(mod, check)[0]
         add_func, resident, _ = _function(mod, add)

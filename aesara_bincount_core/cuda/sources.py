@@ -18,7 +18,12 @@ from aesara_bincount_core.semantics import OUT_DTYPES
 
 __all__ = [
     "KERNEL_SOURCE",
+    "ROWS_SOURCE",
     "KERNEL_HEADER",
+    "DEVICE_HEADER",
+    "FAMILIES",
+    "family_of",
+    "kernel_files",
     "CONSTANTS",
     "THREADS",
     "DTYPES",
@@ -30,9 +35,17 @@ __all__ = [
     "compile_module",
 ]
 
-#: The CUDA source file and its header, in ``c_code/``.
+#: The CUDA sources in ``c_code/``: the histogram kernels (GpuBincount), the
+#: scatter-add of rows (GpuScatterAdd), the header they share with the host
+#: and the device helpers they share with each other.
 KERNEL_SOURCE = "bincount_cuda_kernel.cu"
+ROWS_SOURCE = "scatter_add_cuda_kernel.cu"
 KERNEL_HEADER = "bincount_cuda.h"
+DEVICE_HEADER = "bincount_cuda_device.cuh"
+#: Kernel family -> its source file.  A module holds the kernels of one
+#: family for one dtype of x (or of the indices), so a call compiles only
+#: its own family.
+FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE}
 
 
 @lru_cache(maxsize=None)
@@ -142,26 +155,42 @@ def rows_kernels(idx_dtype: str, out_dtype: str) -> Tuple[str, str]:
     return f"scatter_rows_check_{i}", f"scatter_rows_add_{i}_{o}"
 
 
+def family_of(kernel: str) -> str:
+    """The family (a key of :data:`FAMILIES`) of the kernel named ``kernel``."""
+    return "rows" if kernel.startswith("scatter_rows_") else "hist"
+
+
+def kernel_files(family: str) -> Tuple[str, ...]:
+    """The CUDA files of a family's module besides ``bincount_cuda.h``: its
+    source and the device header (what an Op hashes into its cache version)."""
+    return (FAMILIES[family], DEVICE_HEADER)
+
+
 def module_options(x_dtype: str) -> Tuple[str, ...]:
     """NVRTC options (besides ``-arch``) of the module for ``x_dtype``.
 
     No ``-ftz``, ``-use_fast_math`` or the like: the float32 adds of the
-    kernels must keep subnormals (see the kernel file's header comment).
+    kernels must keep subnormals (see ``bincount_cuda_device.cuh``).
     """
     return ("-std=c++17", f"-DBC_X_DTYPE={DTYPES[x_dtype][0]}")
 
 
-def compile_module(x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = None):
-    """Compile (or fetch from the cache) the kernels for one dtype of x.
+def compile_module(
+    x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = None, family: str = "hist"
+):
+    """Compile (or fetch from the cache) one family's kernels for one dtype of x.
 
     Parameters
     ----------
     x_dtype : str
-        One of int8 ... uint64.
+        One of int8 ... uint64 (of x, or of the indices of rows).
     cc : int
         Compute capability, ``10 * major + minor``.
     nvrtc_lib : nvrtc.Nvrtc, optional
         The NVRTC to use (:func:`nvrtc.load` by default).
+    family : str
+        ``"hist"`` (the histogram and conversion kernels) or ``"rows"`` (the
+        scatter-add of rows); see :data:`FAMILIES`.
 
     Returns
     -------
@@ -171,11 +200,12 @@ def compile_module(x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = Non
     ------
     nvrtc.NvrtcError
     """
+    source = FAMILIES[family]
     return nvrtc.compile_cached(
-        _c_code.read_source(KERNEL_SOURCE),
-        KERNEL_SOURCE,
+        _c_code.read_source(source),
+        source,
         cc,
         module_options(x_dtype),
-        headers={KERNEL_HEADER: _c_code.read_source(KERNEL_HEADER)},
+        headers={h: _c_code.read_source(h) for h in (KERNEL_HEADER, DEVICE_HEADER)},
         nvrtc=nvrtc_lib,
     )

@@ -100,7 +100,7 @@ class GpuBincount(ExternalCOp):
         "bincount_cuda_host.c",
     )
     #: Not compiled into the Op's module, but its kernels: hashed into the version.
-    kernel_sources = (sources.KERNEL_SOURCE,)
+    kernel_sources = sources.kernel_files("hist")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 

@@ -57,7 +57,7 @@ class GpuScatterAdd(ExternalCOp):
     back after the indices are checked (the time then follows the size of the
     base).  The algorithm (a warp per row for rows of 32 elements or more,
     running sums for runs of equal indices, atomics) is described in
-    ``c_code/bincount_cuda_kernel.cu``.
+    ``c_code/scatter_add_cuda_kernel.cu``.
 
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
@@ -93,7 +93,7 @@ class GpuScatterAdd(ExternalCOp):
         "scatter_add_cuda_host.c",
     )
     #: Not compiled into the Op's module, but its kernels: hashed into the version.
-    kernel_sources = (sources.KERNEL_SOURCE,)
+    kernel_sources = sources.kernel_files("rows")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 1
 

@@ -12,7 +12,9 @@ SOURCES = [
     os.path.join(HERE, "cuda_emu.h"),
     os.path.join(HERE, "fake_libcuda.cc"),
     os.path.join(C_CODE, "bincount_cuda.h"),
+    os.path.join(C_CODE, "bincount_cuda_device.cuh"),
     os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
+    os.path.join(C_CODE, "scatter_add_cuda_kernel.cu"),
 ]
 #: Where test builds and caches go (git-ignored).
 BUILD_DIR = os.path.join(ROOT, ".cache", "tests")

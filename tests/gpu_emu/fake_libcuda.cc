@@ -1,7 +1,7 @@
 /*
  * fake_libcuda.cc -- a stand-in for libcuda.so.1 that runs the kernels of
- * c_code/bincount_cuda_kernel.cu (histograms and rows) on CPU threads (cuda_emu.h), for the
- * test-suite on machines without a GPU.
+ * c_code/bincount_cuda_kernel.cu (histograms) and c_code/scatter_add_cuda_kernel.cu (rows)
+ * on CPU threads (cuda_emu.h), for the test-suite on machines without a GPU.
  *
  * It implements the driver API calls that aesara_bincount makes (through
  * ctypes in aesara_bincount_core/cuda/driver.py and through dlopen in
@@ -36,6 +36,7 @@
 #include "cuda_emu.h"
 
 #include "bincount_cuda_kernel.cu"
+#include "scatter_add_cuda_kernel.cu"
 
 #include <chrono>
 #include <condition_variable>

@@ -1,0 +1,246 @@
+/*
+ * bincount_cpu_defs.h -- what every part of the CPU Op's C code shares, for
+ * one instantiation (one Aesara node): the types picked by the node's dtypes,
+ * the tuning constants, the call context and the private histogram, and the
+ * range checks with their error messages.
+ *
+ * The CPU code of aesara_bincount.Bincount is cut by counting regime, one
+ * algorithm per file, each explained at its top:
+ *   bincount_cpu_defs.h     this file: types, constants, context, range checks;
+ *   bincount_cpu_hist.h     few bins: privatized histograms (copies, slow path,
+ *                           tasks, merge);
+ *   bincount_cpu_weighted.h weighted sums over few bins: the AVX2 loop;
+ *   bincount_cpu_far.h      private histograms beyond the L2 cache: prefetches;
+ *   bincount_cpu_runs.h     runs of equal values: one update per run;
+ *   bincount_cpu_direct.h   many bins: the min/max pass, then one thread counts
+ *                           straight into the output;
+ *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
+ * bincount_common.h (messages, allocation) and bincount_pool.h (the worker
+ * threads) are shared with the scatter-add of rows and the GPU host code.
+ *
+ * These files are "template" headers: they hold code of one instantiation,
+ * named through APPLY_SPECIFIC.  Aesara puts the support code of every node
+ * of a graph into one module, so each header is guarded by a macro that
+ * bincount_cpu.c undefines at its end (BC_CPU_*_DONE), with every other
+ * per-instantiation macro: the next node includes them all afresh.
+ *
+ * Valid C99 and C++ on its own: without APPLY_SPECIFIC it instantiates the
+ * int64 bincount form, which the test-suite uses to compile each file alone.
+ */
+#ifndef BC_CPU_DEFS_DONE
+#define BC_CPU_DEFS_DONE 1
+
+#ifndef APPLY_SPECIFIC
+#define BC_STANDALONE 1
+#define APPLY_SPECIFIC(str) str##_standalone
+#define DTYPE_INPUT_0 npy_int64
+#define DTYPE_OUTPUT_0 npy_int64
+#define TYPENUM_OUTPUT_0 NPY_INT64
+#define ITEMSIZE_OUTPUT_0 8
+#define BC_SCATTER 0
+#define BC_OUT_FLOAT 0
+#endif
+
+#include "bincount_common.h"
+#include "bincount_pool.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define BC_SIMD 1
+#else
+#define BC_SIMD 0
+#endif
+
+/* ---- tuning constants (measured on the development machine; see
+ * docs/performance.rst for the figures) ---- */
+#ifndef BC_COPIES_MAX_BYTES
+/* Four interleaved copies while they fit in this (the L1 data cache). */
+#define BC_COPIES_MAX_BYTES 32768
+#endif
+#ifndef BC_REPEAT_DIV
+/* Copies when at least 1 in BC_REPEAT_DIV sampled elements repeats one of
+ * the three before it: the measured crossover of one copy and four copies of
+ * 1000 float64 bins was a repeat rate of 6-10%. */
+#define BC_REPEAT_DIV 16
+#endif
+#ifndef BC_SAMPLE
+#define BC_SAMPLE 4096 /* elements sampled (at most N / 8), from four places, for runs and repeats */
+#endif
+#ifndef BC_PREFETCH_MIN_BYTES
+/* Histograms and outputs from this size up are counted with prefetches: the
+ * measured crossover (uniform values, private histograms of 256 KiB to 16 MiB,
+ * counts and float64 sums): up to 1 MiB prefetching cost 0-9%, from 2 MiB
+ * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core. */
+#define BC_PREFETCH_MIN_BYTES (2 << 20)
+#endif
+#ifndef BC_PREFETCH_DIST
+#define BC_PREFETCH_DIST 32 /* elements ahead: hides a miss to DRAM at ~1 ns/element */
+#endif
+#ifndef BC_PRIV_MIN_BINS
+#define BC_PRIV_MIN_BINS 4096 /* private histograms may always grow this far */
+#endif
+#ifndef BC_PRIV_MAX_BINS
+#define BC_PRIV_MAX_BINS (1 << 22) /* ... and never further */
+#endif
+#ifndef BC_OMP_MIN_N
+#define BC_OMP_MIN_N 100000 /* below this many elements one thread does it all */
+#endif
+#ifndef BC_TASK_LEN
+#define BC_TASK_LEN 32768 /* elements of a task (exact sums): ~20-40 us of work */
+#endif
+#define BC_TASK_MAX 0xFFFFFFFFLL /* elements per histogram: 32-bit counts cannot wrap */
+#define BC_STOP_CHECK 65536      /* elements between looks at the stop flag */
+#define BC_MERGE_STEP 16384      /* bins of a merge task */
+
+#if defined(__GNUC__)
+#define BC_RESTRICT __restrict__
+#else
+#define BC_RESTRICT
+#endif
+
+/* ---- types of this instantiation ---- */
+#define BC_X_T DTYPE_INPUT_0
+#define BC_OUT_T DTYPE_OUTPUT_0
+#define BC_X_SIGNED (!((BC_X_T)-1 > (BC_X_T)0))
+#ifdef DTYPE_INPUT_2
+#define BC_WEIGHTED 1
+#else
+#define BC_WEIGHTED 0
+#endif
+/* Float sums depend on the order of the additions: one histogram per task. */
+#define BC_ORDERED (BC_WEIGHTED && BC_OUT_FLOAT)
+
+/* Accumulator: the output float type, or the unsigned integer of the output's
+ * width (so that integer sums wrap as the output dtype does, without UB). */
+#if BC_OUT_FLOAT
+#define BC_ACC_T BC_OUT_T
+#elif ITEMSIZE_OUTPUT_0 == 1
+#define BC_ACC_T npy_uint8
+#elif ITEMSIZE_OUTPUT_0 == 2
+#define BC_ACC_T npy_uint16
+#elif ITEMSIZE_OUTPUT_0 == 4
+#define BC_ACC_T npy_uint32
+#else
+#define BC_ACC_T npy_uint64
+#endif
+
+/* Private histogram cell: a 32-bit count, or the weighted sum itself. */
+#if BC_WEIGHTED
+#define BC_H_T BC_ACC_T
+#define BC_INC(i) ((BC_H_T)w[(i) * wstep])
+/* Running maxima, four of them so that no chain of compares forms. */
+#define BC_TRACK(mk, v) mk = (npy_uint64)(v) > mk ? (npy_uint64)(v) : mk
+#else
+#define BC_H_T npy_uint32
+#define BC_INC(i) ((BC_H_T)1)
+#define BC_TRACK(mk, v) (void)0
+#endif
+
+/* Status of a histogram, shared through the call context. */
+#define BC_OK 0
+#define BC_RANGE 1 /* a value out of range: scan again for the message */
+#define BC_BAIL 2  /* too many bins for private histograms: go direct */
+#define BC_NOMEM 3 /* malloc failed inside a task */
+
+#define BC_HIST APPLY_SPECIFIC(bc_hist)
+#define BC_CTX APPLY_SPECIFIC(bc_ctx)
+
+/* A private histogram: `copies` copies of `cap` bins, copy-major.  cap is 0
+ * or a power of two.  Padded to two cache lines, so that threads updating
+ * neighbouring histograms do not share a line. */
+typedef struct {
+    BC_H_T *bins;
+    npy_intp cap;
+    int copies;
+    npy_uint64 max_seen; /* weighted: largest value counted */
+    npy_intp length;     /* elements counted into it */
+    int status;
+    char pad[128 - 6 * 8];
+} BC_HIST;
+
+/* Everything a task needs; one per call. */
+typedef struct {
+    const BC_X_T *x;
+    npy_intp size;     /* elements of x */
+    const BC_OUT_T *w; /* NULL when unweighted */
+    npy_intp wstep;    /* 1, or 0 for a broadcast scalar increment */
+    npy_intp n;        /* minlength (bincount) or histogram length (scatter) */
+    npy_intp limit;    /* most bins a private histogram may have */
+    npy_intp ntasks;   /* tasks x is cut into */
+    int per_task;      /* histogram t is task t's (else participant p's) */
+    int nhists;
+    int runs;          /* the sample says: runs of equal values dominate */
+    int skewed;        /* the sample says: repeats are frequent */
+    npy_uint64 top;    /* the largest sampled value (as unsigned) */
+    BC_HIST *hists;
+    int stop;          /* set (atomically) when any task fails or bails */
+    /* min/max pass: one slot per participant */
+    BC_X_T *lo, *hi;
+    char *seen;
+    /* merge, or widening of the direct path's 32-bit counts */
+    BC_ACC_T *out;
+    npy_intp nbins;
+    npy_uint32 *narrow;
+} BC_CTX;
+
+/* Is v a value this form refuses (negative or too large, or out of [-n, n))? */
+static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
+{
+    int negative = BC_X_SIGNED && bc_as_i64(v) < 0;
+#if BC_SCATTER
+    if (negative)
+        return bc_as_i64(v) < -(npy_int64)n;
+    return bc_as_u64(v) >= (npy_uint64)n;
+#else
+    (void)n;
+    return negative || bc_as_u64(v) >= (npy_uint64)NPY_MAX_INTP;
+#endif
+}
+
+/* Serial scan that sets the Python exception for a refused x, in the order of
+ * reference_bincount: the scatter-add form names the first bad index; the
+ * bincount form names the first negative value, else the largest value. */
+static int APPLY_SPECIFIC(bc_raise_range)(const BC_X_T *x, npy_intp size, npy_intp n)
+{
+    npy_intp i;
+#if BC_SCATTER
+    char text[32];
+    for (i = 0; i < size; i++) {
+        BC_X_T v = x[i];
+        if (!APPLY_SPECIFIC(bc_is_bad)(v, n))
+            continue;
+        if (BC_X_SIGNED && bc_as_i64(v) < 0)
+            snprintf(text, sizeof(text), "%lld", (long long)(npy_int64)v);
+        else
+            snprintf(text, sizeof(text), "%llu", (unsigned long long)(npy_uint64)v);
+        PyErr_Format(PyExc_IndexError, BC_MSG_INDEX, text, (long long)i, (long long)n);
+        return -1;
+    }
+#else
+    npy_uint64 top = 0;
+    (void)n;
+    for (i = 0; i < size; i++) {
+        BC_X_T v = x[i];
+        if (BC_X_SIGNED && bc_as_i64(v) < 0) {
+            PyErr_Format(PyExc_ValueError, BC_MSG_NEGATIVE, (long long)(npy_int64)v,
+                         (long long)i);
+            return -1;
+        }
+        if (bc_as_u64(v) > top)
+            top = bc_as_u64(v);
+    }
+    if (top >= (npy_uint64)NPY_MAX_INTP) {
+        PyErr_Format(PyExc_ValueError, BC_MSG_TOO_LARGE, (unsigned long long)top);
+        return -1;
+    }
+#endif
+    PyErr_SetString(PyExc_RuntimeError, "bincount: internal error, no bad value found");
+    return -1;
+}
+
+#endif /* BC_CPU_DEFS_DONE */

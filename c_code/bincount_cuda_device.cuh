@@ -1,0 +1,144 @@
+/*
+ * bincount_cuda_device.cuh -- device helpers shared by the CUDA kernels of
+ * aesara_bincount: the histogram kernels (bincount_cuda_kernel.cu, of
+ * GpuBincount) and the scatter-add of rows (scatter_add_cuda_kernel.cu, of
+ * GpuScatterAdd).  The plain-C definitions both share with the host (the
+ * parameter structs, the status record, the tuning numbers) are in
+ * bincount_cuda.h, which this header includes.
+ *
+ * Holds: dtype traits (signed or not), the value of an index as 64 bits,
+ * streaming vector loads of up to 16 bytes, warp reductions, and the add to
+ * global memory that keeps float32 subnormals (global_add).
+ *
+ * Valid CUDA C++17 on its own (NVRTC; no C standard headers).  Every kernel
+ * file includes it through NVRTC's headers argument
+ * (aesara_bincount_core/cuda/sources.py); the CPU emulation of the
+ * test-suite (tests/gpu_emu) includes it after its own intrinsics.
+ *
+ * Subnormals: the global float32 atomic add (atom.global.add.f32) flushes
+ * subnormal inputs and results to zero, so float32 adds to global memory go
+ * through a compare-and-swap loop (global_add<float>); shared-memory float
+ * atomics and double atomics keep subnormals (NVIDIA developer forum,
+ * "atomicAdd(float) does not add very small values", 2013, confirmed by
+ * experiment there).  The modules are compiled without -ftz (NVRTC's
+ * default), so the loop's addition keeps them.
+ */
+#ifndef AESARA_BINCOUNT_CUDA_DEVICE_CUH
+#define AESARA_BINCOUNT_CUDA_DEVICE_CUH
+
+#include "bincount_cuda.h"
+
+namespace bc {
+
+/* ---- dtypes ---- */
+template <bool S> struct sign_tag {
+};
+
+template <typename T> struct traits;
+#define BC_TRAITS(T, SIGNED)                                                                  \
+    template <> struct traits<T> {                                                            \
+        typedef sign_tag<SIGNED> sign;                                                        \
+    };
+BC_TRAITS(signed char, true)
+BC_TRAITS(short, true)
+BC_TRAITS(int, true)
+BC_TRAITS(long long, true)
+BC_TRAITS(unsigned char, false)
+BC_TRAITS(unsigned short, false)
+BC_TRAITS(unsigned int, false)
+BC_TRAITS(unsigned long long, false)
+#undef BC_TRAITS
+
+inline constexpr bc_u64 NO_POSITION = ~0ull;
+inline constexpr unsigned FULL_WARP = 0xffffffffu;
+
+/* A value of x as 64 bits: sign-extended when signed. */
+template <typename X> __device__ __forceinline__ bc_u64 as_u64(X v, sign_tag<true>)
+{
+    return (bc_u64)(bc_i64)v;
+}
+template <typename X> __device__ __forceinline__ bc_u64 as_u64(X v, sign_tag<false>)
+{
+    return (bc_u64)v;
+}
+
+/* ---- loads ---- */
+
+/* The word that loads B bytes at once, for B = 2, 4, 8 or 16. */
+template <int B> struct word;
+template <> struct word<2> {
+    typedef unsigned short type;
+};
+template <> struct word<4> {
+    typedef unsigned int type;
+};
+template <> struct word<8> {
+    typedef uint2 type;
+};
+template <> struct word<16> {
+    typedef uint4 type;
+};
+
+/* Load V contiguous elements of T with streaming loads of up to 16 bytes;
+ * p must be aligned to min(16, V * sizeof(T)) bytes. */
+template <typename T, int V> struct vec_load {
+    enum { BYTES = V * (int)sizeof(T), WORD = BYTES < 16 ? BYTES : 16, WORDS = BYTES / WORD };
+    typedef typename word<WORD>::type word_t;
+    union chunk {
+        word_t w[WORDS];
+        T v[V];
+    };
+    static __device__ __forceinline__ void load(const T *p, T (&out)[V])
+    {
+        chunk c;
+        const word_t *q = reinterpret_cast<const word_t *>(p);
+#pragma unroll
+        for (int i = 0; i < WORDS; i++)
+            c.w[i] = __ldcs(q + i);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            out[k] = c.v[k];
+    }
+};
+
+/* ---- warp reductions (every lane of the warp must call them) ---- */
+template <typename T> __device__ __forceinline__ T warp_sum(T v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        v += __shfl_xor_sync(FULL_WARP, v, d);
+    return v;
+}
+/* The largest (MAX) or smallest value of v across the warp. */
+template <bool MAX> __device__ __forceinline__ bc_u64 warp_extreme(bc_u64 v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        const bc_u64 o = __shfl_xor_sync(FULL_WARP, v, d);
+        v = (MAX ? o > v : o < v) ? o : v;
+    }
+    return v;
+}
+
+/* ---- adds to the global accumulator ---- */
+
+/* Add v to *p in global memory, atomically. */
+template <typename T> __device__ __forceinline__ void global_add(T *p, T v)
+{
+    atomicAdd(p, v);
+}
+/* float: compare-and-swap on the bits, so that subnormals are kept (the
+ * comparison is on bits, so a NaN bin does not loop forever). */
+template <> __device__ __forceinline__ void global_add<float>(float *p, float v)
+{
+    unsigned int *word = reinterpret_cast<unsigned int *>(p);
+    unsigned int seen = *word, before;
+    do {
+        before = seen;
+        seen = atomicCAS(word, before, __float_as_uint(__uint_as_float(before) + v));
+    } while (seen != before);
+}
+
+} /* namespace bc */
+
+#endif /* AESARA_BINCOUNT_CUDA_DEVICE_CUH */

@@ -1,0 +1,259 @@
+/*
+ * scatter_add_cuda_kernel.cu -- the CUDA kernels of the scatter-add of rows,
+ * aesara_bincount.gpu.GpuScatterAdd: out[idx[i]] += inc[i] for rows of D
+ * elements.  Neighbours: bincount_cuda_device.cuh (device helpers shared
+ * with the histogram kernels), bincount_cuda.h (bc_rows_params and the
+ * BC_CUDA_ROWS_* numbers), bincount_cuda_kernel.cu (the histogram kernels
+ * of GpuBincount), scatter_add_cuda_launch.h (the launcher).
+ *
+ * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), the
+ * headers given by name.  Valid CUDA C++17 on its own: with no -D option it
+ * instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_* code of
+ * bincount_cuda.h) keeps only those for one dtype of idx, which is how the
+ * kernel layer compiles it, one module per dtype of idx.
+ *
+ * Kernels (extern "C", one bc_rows_params by value):
+ *
+ *   scatter_rows_check_<idx>  first kernel: finds the first index outside
+ *                             [-nrows, nrows).
+ *   scatter_rows_add_<idx>_<out>  second kernel: adds the rows of the
+ *                             increments into out (every index was checked).
+ *
+ * Algorithm:
+ *   - The checking kernel reads idx once and publishes the first position of
+ *     an index outside [-nrows, nrows) with one atomicMax of its complement
+ *     per thread that saw one; the host reads it back before the adding
+ *     kernel is queued, so nothing is written when an index is bad.
+ *   - The adding kernel splits the work into items: a chunk of `chunk`
+ *     consecutive indices times a tile of columns.  A warp takes an item at a
+ *     time.  Its lanes share rows of `lanes` = min(32, D) lanes: a wide row
+ *     (D >= 32) is spread over the whole warp, lane l holding columns l,
+ *     l + 32, ... of the tile (BC_CUDA_ROWS_TILE of them), so each load of
+ *     the warp reads 32 consecutive elements of one row (coalesced); narrow
+ *     rows are packed 32 / D to a warp step, so that the warp still reads
+ *     consecutive memory.  Hot rows: each lane keeps running sums (in
+ *     registers) for the row it saw last and adds them to out with one
+ *     atomic per column only when the row changes and at the end of the
+ *     item, so runs of equal indices (sorted indices, a hot row) cost one
+ *     atomic per run and column instead of one per increment.
+ *   - The adds to out are atomics: float32 through the compare-and-swap of
+ *     global_add (subnormals kept), float64 atomicAdd, 32- and 64-bit
+ *     integers unsigned atomicAdd, 8- and 16-bit integers a compare-and-swap
+ *     on the aligned 32-bit word that holds them (as CUDA has no narrower
+ *     atomics).  Integer sums wrap modulo 2**bits; float sums are taken in
+ *     an order that varies from run to run (running sums, then atomics in
+ *     any order), so float results can differ from np.add.at's sequential
+ *     sum, and between runs, in the last bits.
+ */
+#include "bincount_cuda_device.cuh"
+
+namespace bc {
+
+/* A row index as a 64-bit row, wrapped once when negative (checked before). */
+template <typename I> __device__ __forceinline__ bc_i64 row_of(I v, bc_i64 nrows, sign_tag<true>)
+{
+    const bc_i64 s = (bc_i64)v;
+    return s < 0 ? s + nrows : s;
+}
+template <typename I> __device__ __forceinline__ bc_i64 row_of(I v, bc_i64, sign_tag<false>)
+{
+    return (bc_i64)(bc_u64)v;
+}
+
+/* Whether index v lies in [-nrows, nrows). */
+template <typename I> __device__ __forceinline__ bool row_ok(I v, bc_i64 nrows, sign_tag<true>)
+{
+    const bc_i64 s = (bc_i64)v;
+    return s >= -nrows && s < nrows;
+}
+template <typename I> __device__ __forceinline__ bool row_ok(I v, bc_i64 nrows, sign_tag<false>)
+{
+    return (bc_u64)v < (bc_u64)nrows;
+}
+
+template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_params &p)
+{
+    const I *idx = reinterpret_cast<const I *>(p.idx);
+    bc_status *status = reinterpret_cast<bc_status *>(p.status);
+    const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
+    bc_u64 first_bad = NO_POSITION;
+    for (bc_i64 i = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += step) {
+        if (!row_ok(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign())) {
+            first_bad = (bc_u64)i;
+            break; /* this thread's later positions are larger */
+        }
+    }
+    if (first_bad != NO_POSITION)
+        atomicMax(&status->bad_pos_inv, ~first_bad);
+}
+
+/* How a running sum of dtype OUT is kept (ACC) and added to out. */
+template <typename OUT> struct rows_acc;
+template <> struct rows_acc<float> {
+    typedef float type;
+    static __device__ __forceinline__ void add(float *p, float v) { global_add(p, v); }
+};
+template <> struct rows_acc<double> {
+    typedef double type;
+    static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
+};
+/* 32- and 64-bit integers: unsigned arithmetic, so sums wrap. */
+#define BC_ROWS_WORD(T, U)                                                                    \
+    template <> struct rows_acc<T> {                                                          \
+        typedef U type;                                                                       \
+        static __device__ __forceinline__ void add(T *p, U v)                                 \
+        {                                                                                     \
+            atomicAdd(reinterpret_cast<U *>(p), v);                                           \
+        }                                                                                     \
+    };
+BC_ROWS_WORD(int, bc_u32)
+BC_ROWS_WORD(unsigned int, bc_u32)
+BC_ROWS_WORD(long long, bc_u64)
+BC_ROWS_WORD(unsigned long long, bc_u64)
+#undef BC_ROWS_WORD
+/* 8- and 16-bit integers: a compare-and-swap on the aligned 32-bit word that
+ * holds the element (CUDA has no narrower atomics); the other bytes of the
+ * word are written back as they were.  The word starts inside the
+ * allocation (allocations are aligned to 256 bytes), but for the last
+ * elements of an array whose end is not a multiple of 4 bytes it reaches up
+ * to 3 bytes past the array's end: inside CuPy's memory pool, whose blocks
+ * are multiples of 512 bytes, so nothing else is touched; compute-sanitizer's
+ * memcheck, with plain cudaMalloc allocations, would report it as an
+ * out-of-bounds access.  Not yet run under it (no GPU lent). */
+template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
+{
+    const bc_u64 addr = reinterpret_cast<bc_u64>(p);
+    bc_u32 *word = reinterpret_cast<bc_u32 *>(addr & ~(bc_u64)3);
+    const bc_u32 shift = (bc_u32)(addr & 3) * 8u;
+    const bc_u32 mask = (bc_u32)((1ull << (8 * sizeof(T))) - 1ull) << shift;
+    bc_u32 seen = *word, before;
+    do {
+        before = seen;
+        const bc_u32 sum = ((before >> shift) + v) << shift;
+        seen = atomicCAS(word, before, (before & ~mask) | (sum & mask));
+    } while (seen != before);
+}
+#define BC_ROWS_NARROW(T)                                                                     \
+    template <> struct rows_acc<T> {                                                          \
+        typedef bc_u32 type;                                                                  \
+        static __device__ __forceinline__ void add(T *p, bc_u32 v) { narrow_add(p, v); }      \
+    };
+BC_ROWS_NARROW(signed char)
+BC_ROWS_NARROW(unsigned char)
+BC_ROWS_NARROW(short)
+BC_ROWS_NARROW(unsigned short)
+#undef BC_ROWS_NARROW
+
+template <typename I, typename OUT> __device__ __forceinline__ void rows_add(const bc_rows_params &p)
+{
+    typedef typename rows_acc<OUT>::type ACC;
+    enum { TILE = BC_CUDA_ROWS_TILE };
+    const I *idx = reinterpret_cast<const I *>(p.idx);
+    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
+    OUT *out = reinterpret_cast<OUT *>(p.out);
+    const bc_i64 lanes = p.lanes;
+    const bc_i64 group = 32 / lanes; /* rows a warp step covers */
+    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
+    const bc_i64 sub = lane / lanes; /* which of them is this lane's */
+    const bc_i64 col_lane = lane % lanes;
+    const bc_i64 warps_per_block = (bc_i64)(blockDim.x >> 5);
+    const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
+    if (sub >= group)
+        return; /* the lanes left over when 32 is not a multiple of D */
+    for (bc_i64 item = (bc_i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < p.items;
+         item += warps) {
+        const bc_i64 begin = (item / p.tiles) * p.chunk;
+        const bc_i64 end = begin + p.chunk < p.n ? begin + p.chunk : p.n;
+        const bc_i64 col0 = (item % p.tiles) * lanes * TILE + col_lane;
+        ACC sum[TILE];
+        bc_i64 run_row = -1;
+        for (bc_i64 i = begin + sub; i < end; i += group) {
+            const bc_i64 row = row_of(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign());
+            if (row != run_row) {
+                if (run_row >= 0) {
+#pragma unroll
+                    for (int t = 0; t < TILE; t++) {
+                        const bc_i64 col = col0 + t * lanes;
+                        if (col < p.row_size)
+                            rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
+                    }
+                }
+                run_row = row;
+#pragma unroll
+                for (int t = 0; t < TILE; t++)
+                    sum[t] = (ACC)0;
+            }
+            const OUT *src = inc + i * p.inc_row;
+#pragma unroll
+            for (int t = 0; t < TILE; t++) {
+                const bc_i64 col = col0 + t * lanes;
+                if (col < p.row_size)
+                    sum[t] += (ACC)__ldcs(src + col * p.inc_elem);
+            }
+        }
+        if (run_row >= 0) {
+#pragma unroll
+            for (int t = 0; t < TILE; t++) {
+                const bc_i64 col = col0 + t * lanes;
+                if (col < p.row_size)
+                    rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
+            }
+        }
+    }
+}
+
+} /* namespace bc */
+
+#define BC_ROWS_ADD(XN, XT, ON, OT)                                                           \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_add_##XN##_##ON(const bc_rows_params p)                                  \
+    {                                                                                         \
+        bc::rows_add<XT, OT>(p);                                                              \
+    }
+
+/* The checking kernel and every output dtype for one dtype of idx. */
+#define BC_ROWS_FOR_X(XN, XT)                                                                 \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_check_##XN(const bc_rows_params p)                                       \
+    {                                                                                         \
+        bc::rows_check<XT>(p);                                                                \
+    }                                                                                         \
+    BC_ROWS_ADD(XN, XT, i8, signed char)                                                      \
+    BC_ROWS_ADD(XN, XT, i16, short)                                                           \
+    BC_ROWS_ADD(XN, XT, i32, int)                                                             \
+    BC_ROWS_ADD(XN, XT, i64, long long)                                                       \
+    BC_ROWS_ADD(XN, XT, u8, unsigned char)                                                    \
+    BC_ROWS_ADD(XN, XT, u16, unsigned short)                                                  \
+    BC_ROWS_ADD(XN, XT, u32, unsigned int)                                                    \
+    BC_ROWS_ADD(XN, XT, u64, unsigned long long)                                              \
+    BC_ROWS_ADD(XN, XT, f32, float)                                                           \
+    BC_ROWS_ADD(XN, XT, f64, double)
+
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
+BC_ROWS_FOR_X(i8, signed char)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT16
+BC_ROWS_FOR_X(i16, short)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT32
+BC_ROWS_FOR_X(i32, int)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT64
+BC_ROWS_FOR_X(i64, long long)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT8
+BC_ROWS_FOR_X(u8, unsigned char)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT16
+BC_ROWS_FOR_X(u16, unsigned short)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT32
+BC_ROWS_FOR_X(u32, unsigned int)
+#endif
+#if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT64
+BC_ROWS_FOR_X(u64, unsigned long long)
+#endif
+
+#undef BC_ROWS_ADD
+#undef BC_ROWS_FOR_X
+
