@@ -22,8 +22,11 @@ from typing import List
 __all__ = ["SANITIZE_FLAGS", "extra_compile_args", "sanitize_requested"]
 
 #: The sanitizer arguments: ASan and UBSan, a UBSan report stops the call
-#: (no recovery), frame pointers for readable stacks.
+#: (no recovery), frame pointers for readable stacks, and -O1 (after the
+#: compiler's -O3, so it wins), as the sanitizers' documentation advises: the
+#: checks stay, the compiles of a sanitized run take about half the time.
 SANITIZE_FLAGS = (
+    "-O1",
     "-fsanitize=address",
     "-fsanitize=undefined",
     "-fno-sanitize-recover=undefined",
