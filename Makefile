@@ -43,7 +43,7 @@ $(STAMP): setup.py pyproject.toml $(PIP_CONSTRAINTS) $(if $(PYTHON_GIVEN),| pyth
 
 venv: $(STAMP)
 
-.PHONY: python-check test-py312 gpu-emulated
+.PHONY: python-check test-py312 gpu-emulated gpu-emulated-short
 ## Which Python the venv is made with; an unsupported one stops here, in seconds.
 python-check:
 	@py=$$($(PYTHON_CHECK) --venv $(VENV)) && echo "python-check: $$py ($$("$$py" --version 2>&1)) for $(VENV)"
@@ -57,10 +57,16 @@ gpu-emulated: $(STAMP)
 	  rm -f $$log; echo "gpu-emulated: not every test passed (a skip counts as a failure here)"; exit 1; \
 	fi; rm -f $$log
 
-## The main job, the emulated GPU suite and the GPU dry run on Python 3.12 (the
-## GPU machine's) with the GPU bundle's pinned versions (PY312_PINS, checked
-## against make_bundle.sh by tests/test_python_versions.py), in a venv of its
-## own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
+## The short GPU set: gpu-emulated with GPU_PER_FILE (3) GPU tests of each file.
+GPU_PER_FILE ?= 3
+gpu-emulated-short:
+	@AESARA_BINCOUNT_GPU_PER_FILE=$(GPU_PER_FILE) $(MAKE) --no-print-directory gpu-emulated
+
+## The main job, a short emulated GPU set (gpu-emulated-short: a few GPU tests of
+## each file; make test runs them all on Python 3.11) and the GPU dry run on
+## Python 3.12 (the GPU machine's) with the GPU bundle's pinned versions
+## (PY312_PINS, checked against make_bundle.sh by tests/test_python_versions.py),
+## in a venv of its own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
 ## none is an error.  CI runs this after make test.
 PY312_VENV ?= .venv-py312
 PY312_PINS := scripts/gpu-bundle-constraints.txt
@@ -69,7 +75,7 @@ test-py312:
 	@py="$(PYTHON312)"; [ -n "$$py" ] || py=$$(bash scripts/python_check.sh --find 3.12) || exit 1; \
 	echo "test-py312: $$py in $(PY312_VENV), pins $(PY312_PINS)"; \
 	$(MAKE) --no-print-directory -k VENV=$(PY312_VENV) PYTHON="$$py" PIP_CONSTRAINTS=$(PY312_PINS) \
-	  demo gpu-emulated gpu-dry-run
+	  demo gpu-emulated-short gpu-dry-run
 
 ## The main job: the seed case, checked against numpy.bincount and timed.
 ## bincount uses no BLAS, so Aesara's BLAS probe (pages of numpy.distutils

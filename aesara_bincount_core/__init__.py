@@ -11,8 +11,13 @@ Aesara's own graphs whatever its compile cache holds.
   only.
 - :mod:`aesara_bincount_core.cuda`: the stand-alone GPU kernel layer (NVRTC,
   the CUDA driver, the launcher); no Aesara, works with NumPy 1 or 2.
-- :mod:`aesara_bincount_core.op`, :mod:`aesara_bincount_core.gpu`: the
-  Aesara Ops and GPU types (they import Aesara).
+- :mod:`aesara_bincount_core.c_file_op`: the base of the Ops whose C code is
+  in ``c_code/`` (reads, includes and hashes the files);
+  :mod:`aesara_bincount_core.compile_args`: the extra compiler arguments of
+  their modules.
+- :mod:`aesara_bincount_core.op`, :mod:`aesara_bincount_core.scatter_add`,
+  :mod:`aesara_bincount_core.gpu`: the Aesara Ops and GPU types (they import
+  Aesara).
 
 This module itself imports nothing.
 """

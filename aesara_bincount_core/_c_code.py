@@ -9,7 +9,7 @@ import hashlib
 import os
 import re
 from functools import lru_cache
-from typing import Dict, Iterable
+from typing import Dict, Iterable, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,6 +59,29 @@ def sources_hash(names: Iterable[str]) -> str:
         h.update(read_source(name).encode())
         h.update(b"\0")
     return h.hexdigest()
+
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def included_closure(names: Iterable[str]) -> Tuple[str, ...]:
+    """``names`` and every file of :func:`c_code_dir` they include, directly or not.
+
+    Follows ``#include "..."`` lines (system headers, in ``<...>``, and
+    quoted names that are not in the folder are left out).  The result keeps
+    ``names`` first, in their order, then the included files in the order
+    they are found; each name appears once.  An Op's cache version hashes
+    this list, so a header that a C file starts to include is covered
+    without being listed anywhere.
+    """
+    order = list(dict.fromkeys(names))
+    k = 0
+    while k < len(order):  # breadth first: order grows while it is read
+        for inc in _INCLUDE_RE.findall(read_source(order[k])):
+            if inc not in order and os.path.isfile(c_code_path(inc)):
+                order.append(inc)
+        k += 1
+    return tuple(order)
 
 
 _MSG_RE = re.compile(r'^#define (BC_MSG_[A-Z_]+) "(.*)"$', re.MULTILINE)

@@ -1,16 +1,15 @@
 """The CPU :class:`Bincount` Op."""
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 from aesara.gradient import DisconnectedType
 from aesara.graph.basic import Apply, Constant
-from aesara.link.c.op import ExternalCOp, OpenMPOp
 from aesara.tensor.basic import as_tensor_variable, cast, constant
 from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core import _c_code, compile_args
+from aesara_bincount_core.c_file_op import OpenMPCFileOp
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
     MODES,
@@ -24,7 +23,7 @@ __all__ = ["Bincount", "bincount", "FOLD_MAX_BYTES"]
 FOLD_MAX_BYTES = 1 << 20
 
 
-class Bincount(OpenMPOp, ExternalCOp):
+class Bincount(OpenMPCFileOp):
     r"""Count, or sum weights, into integer-indexed bins: a fast scatter-add.
 
     The Op computes, for ``i`` in ``range(len(x))``::
@@ -112,19 +111,8 @@ class Bincount(OpenMPOp, ExternalCOp):
     __props__ = ("mode", "out_dtype", "openmp")
     _cop_num_inputs = 3
     _cop_num_outputs = 1
-    c_sources = (
-        "bincount_common.h",
-        "bincount_pool.h",
-        "bincount_cpu_defs.h",
-        "bincount_cpu_hist.h",
-        "bincount_cpu_weighted.h",
-        "bincount_cpu_far.h",
-        "bincount_cpu_runs.h",
-        "bincount_cpu_direct.h",
-        "bincount_cpu.c",
-    )
-    #: Bump by hand only for changes outside the C files (which are hashed).
-    version = 1
+    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
+    c_function = "cpu_bincount"
 
     def __init__(
         self,
@@ -133,59 +121,13 @@ class Bincount(OpenMPOp, ExternalCOp):
         openmp: Optional[bool] = None,
     ):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
-        OpenMPOp.__init__(self, openmp=openmp)
-        ExternalCOp.__init__(
-            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(cpu_bincount)"
-        )
+        OpenMPCFileOp.__init__(self, openmp=openmp)
 
-    # -- C sources ---------------------------------------------------------
-    def load_c_code(self, func_files: List[str]) -> None:
-        """Read plain C files (no ``#section`` markers).
-
-        The ``.c`` file becomes the ``support_code_apply`` section; headers are
-        included through :meth:`c_headers`.  Every file is hashed into the
-        cache version.
-        """
-        self.func_codes = [_c_code.read_source(f) for f in self.c_sources]
-        self.code_sections = {
-            "support_code_apply": "\n".join(
-                code for name, code in zip(self.c_sources, self.func_codes) if name.endswith(".c")
-            )
-        }
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        # Reload the C text from the installed files when unpickled.
-        for key in ("func_codes", "code_sections", "func_files"):
-            state.pop(key, None)
-        return state
-
-    def __setstate__(self, state):
-        OpenMPOp.__setstate__(self, state)
-        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
-        self.load_c_code(self.func_files)
-
-    def c_headers(self, **kwargs):
-        return ["bincount_common.h"] + OpenMPOp.c_headers(self, **kwargs)
-
-    def c_header_dirs(self, **kwargs):
-        return [_c_code.c_code_dir()]
-
-    def c_compile_args(self, **kwargs):
-        return OpenMPOp.c_compile_args(self, **kwargs) + compile_args.extra_compile_args()
-
-    def get_c_macros(self, node, name, check_input=None):
-        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
-        flags = {
+    def c_flags(self, node):
+        return {
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
         }
-        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
-        undef += "".join(f"\n#undef {k}" for k in flags)
-        return define, undef
-
-    def c_code_cache_version(self):
-        return (self.version, _c_code.sources_hash(self.c_sources), int(bool(self.openmp)))
 
     # -- graph -------------------------------------------------------------
     #: How ``x`` and ``weights`` become variables, and the output's Type

@@ -4,14 +4,13 @@ from typing import Optional
 import numpy as np
 from aesara.gradient import DisconnectedType
 from aesara.graph.basic import Apply, Constant
-from aesara.link.c.op import ExternalCOp, OpenMPOp
 from aesara.tensor import get_vector_length
 from aesara.tensor.basic import as_tensor_variable, cast
 from aesara.tensor.subtensor import _sum_grad_over_bcasted_dims, advanced_subtensor1
 from aesara.tensor.type import TensorType, discrete_dtypes
 
-from aesara_bincount_core import _c_code
-from aesara_bincount_core.op import Bincount, _constant_int
+from aesara_bincount_core.c_file_op import OpenMPCFileOp
+from aesara_bincount_core.op import _constant_int
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
     ONTO,
@@ -19,10 +18,10 @@ from aesara_bincount_core.semantics import (
     reference_scatter_add,
 )
 
-__all__ = ["ScatterAdd", "scatter_add"]
+__all__ = ["ScatterAdd", "scatter_add", "check_scatter_props"]
 
 
-class ScatterAdd(OpenMPOp, ExternalCOp):
+class ScatterAdd(OpenMPCFileOp):
     r"""Add rows of increments into the rows of a base that integer indices name.
 
     The Op computes::
@@ -131,56 +130,27 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
         "bincount_common.h",
         "bincount_pool.h",
         "scatter_add_common.h",
-        "scatter_add_cpu_check.h",
-        "scatter_add_cpu_loops.h",
-        "scatter_add_cpu_lanes.h",
         "scatter_add_cpu.c",
     )
-    #: Bump by hand only for changes outside the C files (which are hashed).
-    version = 1
+    c_function = "cpu_scatter_add"
 
     def __init__(self, onto: str = "base", inplace: bool = False, openmp: Optional[bool] = None):
-        if onto not in ONTO:
-            raise ValueError(f"{type(self).__name__}: unknown onto {onto!r}; expected one of {ONTO}")
-        if inplace and onto != "base":
-            raise ValueError(f"{type(self).__name__}: only onto='base' can be in place")
-        self.onto = onto
-        self.inplace = bool(inplace)
+        self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
         if self.inplace:
             self.destroy_map = {0: [0]}
-        OpenMPOp.__init__(self, openmp=openmp)
-        ExternalCOp.__init__(
-            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(cpu_scatter_add)"
-        )
+        OpenMPCFileOp.__init__(self, openmp=openmp)
 
     def clone_inplace(self) -> "ScatterAdd":
         """The same Op, adding into its base in place."""
         return type(self)(onto=self.onto, inplace=True, openmp=self.openmp)
 
-    # -- C sources (the plain-C-file pattern of Bincount) --------------------
-    load_c_code = Bincount.load_c_code
-    __getstate__ = Bincount.__getstate__
-    __setstate__ = Bincount.__setstate__
-    c_header_dirs = Bincount.c_header_dirs
-    c_compile_args = Bincount.c_compile_args
-
-    def c_headers(self, **kwargs):
-        return ["bincount_common.h", "scatter_add_common.h"] + OpenMPOp.c_headers(self, **kwargs)
-
-    def get_c_macros(self, node, name, check_input=None):
-        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
-        flags = {
+    def c_flags(self, node):
+        return {
             "SA_ONTO_ZEROS": int(self.onto == "zeros"),
             "SA_INPLACE": int(self.inplace),
             "SA_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
             "SA_IDX_SIGNED": int(node.inputs[2].dtype.startswith("int")),
         }
-        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
-        undef += "".join(f"\n#undef {k}" for k in flags)
-        return define, undef
-
-    def c_code_cache_version(self):
-        return (self.version, _c_code.sources_hash(self.c_sources), int(bool(self.openmp)))
 
     # -- graph -------------------------------------------------------------
     #: How the base, the increments and idx become variables, and the
@@ -263,6 +233,20 @@ class ScatterAdd(OpenMPOp, ExternalCOp):
         if self.onto == "zeros":
             g_base = DisconnectedType()()
         return [g_base, g_inc, DisconnectedType()()]
+
+
+def check_scatter_props(name: str, onto: str, inplace: bool):
+    """Validate the ``onto`` and ``inplace`` of a scatter-add Op named ``name``.
+
+    Returns ``(onto, bool(inplace))``.  Raises ``ValueError`` for an unknown
+    ``onto`` and for ``inplace`` with ``onto="zeros"`` (there is no base to
+    add into).
+    """
+    if onto not in ONTO:
+        raise ValueError(f"{name}: unknown onto {onto!r}; expected one of {ONTO}")
+    if inplace and onto != "base":
+        raise ValueError(f"{name}: only onto='base' can be in place")
+    return onto, bool(inplace)
 
 
 def scatter_add(base, increments, idx):

@@ -102,8 +102,39 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", BACKENDS)
 
 
+#: ``AESARA_BINCOUNT_GPU_PER_FILE=N``: of each file's GPU tests, run N only (the short
+#: GPU set of ``make test-py312``; ``tests/test_gpu_emulated.py`` passes it on).
+GPU_PER_FILE = int(os.environ.get("AESARA_BINCOUNT_GPU_PER_FILE") or 0)
+
+
+def gpu_sample(items, per_file: int):
+    """``items`` with at most ``per_file`` GPU tests of each file (the others are returned apart).
+
+    The kept tests are spread over the file (first, last, evenly between), among
+    those not already skipped; the CPU tests are all kept.
+    """
+    by_file = {}
+    for item in items:
+        if item.get_closest_marker("gpu") is not None and item.get_closest_marker("skip") is None:
+            by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    keep = set()
+    for tests in by_file.values():
+        step = max(1, len(tests) - 1) / max(1, per_file - 1)
+        keep |= {id(tests[min(len(tests) - 1, round(k * step))]) for k in range(min(per_file, len(tests)))}
+    kept = [i for i in items if i.get_closest_marker("gpu") is None or id(i) in keep]
+    return kept, [i for i in items if i.get_closest_marker("gpu") is not None and id(i) not in keep]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip (with the reason) or xfail the GPU variants that cannot pass."""
+    """Skip (with the reason) or xfail the GPU variants that cannot pass;
+    keep a few GPU tests per file when ``AESARA_BINCOUNT_GPU_PER_FILE`` says so."""
+    _mark_gpu_variants(items)
+    if GPU_PER_FILE > 0:
+        items[:], dropped = gpu_sample(items, GPU_PER_FILE)
+        config.hook.pytest_deselected(items=dropped)
+
+
+def _mark_gpu_variants(items):
     faults = None
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

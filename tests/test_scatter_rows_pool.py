@@ -310,4 +310,4 @@ def test_every_header_scatter_add_includes_is_hashed():
                 todo.append(name)
     assert {"bincount_pool.h", "scatter_add_cpu_check.h", "scatter_add_cpu_loops.h",
             "scatter_add_cpu_lanes.h"} <= included
-    assert included <= set(ScatterAdd.c_sources)
+    assert included <= set(ScatterAdd.hashed_sources())

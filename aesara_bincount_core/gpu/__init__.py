@@ -10,6 +10,7 @@ those above it:
 - :mod:`.var`: GPU variables, constants and shared variables, and the
   shared-variable constructor for CuPy arrays (which ``import
   aesara_bincount`` registers with Aesara);
+- :mod:`.c_file_op`: :class:`~.c_file_op.GpuCFileOp`, the base of the two GPU Ops;
 - :mod:`.op`: :class:`~.op.GpuBincount`;
 - :mod:`.scatter_add`: :class:`~.scatter_add.GpuScatterAdd` (the scatter-add of rows).
 

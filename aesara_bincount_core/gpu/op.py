@@ -2,11 +2,10 @@
 from typing import Optional
 
 import numpy as np
-from aesara.link.c.op import ExternalCOp
 from aesara.tensor.basic import as_tensor_variable
 
-from aesara_bincount_core import _c_code, compile_args
-from aesara_bincount_core.cuda import kernels, sources
+from aesara_bincount_core.cuda import sources
+from aesara_bincount_core.gpu.c_file_op import GpuCFileOp
 from aesara_bincount_core.gpu.transfer import gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.op import Bincount, check_props
@@ -25,7 +24,7 @@ def _as_gpu(v):
     return v
 
 
-class GpuBincount(ExternalCOp):
+class GpuBincount(GpuCFileOp):
     r"""Count, or sum weights, into integer-indexed bins on the GPU.
 
     The GPU counterpart of :class:`aesara_bincount.Bincount`, with the same
@@ -99,44 +98,21 @@ class GpuBincount(ExternalCOp):
         "cuda_host_cupy.h",
         "bincount_cuda_host.c",
     )
-    #: Not compiled into the Op's module, but its kernels: hashed into the version.
+    c_function = "gpu_bincount"
+    cpu_verb = "count"
     kernel_sources = sources.kernel_files("hist")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 
     def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
-        ExternalCOp.__init__(
-            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(gpu_bincount)"
-        )
+        GpuCFileOp.__init__(self)
 
-    # The plain-C-file pattern of Bincount (no #section markers).
-    load_c_code = Bincount.load_c_code
-    __getstate__ = Bincount.__getstate__
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
-        self.load_c_code(self.func_files)
-
-    def c_headers(self, **kwargs):
-        return [f for f in self.c_sources if f.endswith(".h")]
-
-    def c_header_dirs(self, **kwargs):
-        return [_c_code.c_code_dir()]
-
-    def c_libraries(self, **kwargs):
-        return ["dl"]
-
-    def c_compile_args(self, **kwargs):
-        return compile_args.extra_compile_args()
-
-    def get_c_macros(self, node, name, check_input=None):
-        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
+    def c_flags(self, node):
         x_dtype = node.inputs[0].type.dtype
         out_dtype = node.outputs[0].type.dtype
         acc = sources.accumulation(out_dtype, len(node.inputs) > 2)
-        flags = {
+        return {
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_X_DTYPE_NAME": f'"{x_dtype}"',
             "BC_X_SIGNED": int(x_dtype.startswith("int")),
@@ -147,12 +123,6 @@ class GpuBincount(ExternalCOp):
             "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
             "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
         }
-        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
-        undef += "".join(f"\n#undef {k}" for k in flags)
-        return define, undef
-
-    def c_code_cache_version(self):
-        return (self.version, _c_code.sources_hash(self.c_sources + self.kernel_sources))
 
     # -- graph -------------------------------------------------------------
     # Bincount's make_node, with GPU inputs and output: x and weights are GPU
@@ -160,14 +130,6 @@ class GpuBincount(ExternalCOp):
     as_array = staticmethod(_as_gpu)
     output_type = GpuArrayType
     make_node = Bincount.make_node
-
-    def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.is_available()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"GpuBincount cannot run here: {why}. Compile with "
-                "mode.excluding('gpu_bincount') to count on the CPU instead."
-            )
 
     def perform(self, node, inputs, output_storage, params=None):
         # The reference, on host copies (see the class docstring).

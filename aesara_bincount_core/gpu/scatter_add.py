@@ -1,18 +1,15 @@
 """The :class:`GpuScatterAdd` Op: the scatter-add of rows on an NVIDIA GPU."""
-from aesara.link.c.op import ExternalCOp
-
-from aesara_bincount_core import _c_code, compile_args
-from aesara_bincount_core.cuda import kernels, sources
+from aesara_bincount_core.cuda import sources
+from aesara_bincount_core.gpu.c_file_op import GpuCFileOp
 from aesara_bincount_core.gpu.op import _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
-from aesara_bincount_core.op import Bincount
-from aesara_bincount_core.scatter_add import ScatterAdd
-from aesara_bincount_core.semantics import ONTO, reference_scatter_add
+from aesara_bincount_core.scatter_add import ScatterAdd, check_scatter_props
+from aesara_bincount_core.semantics import reference_scatter_add
 
 __all__ = ["GpuScatterAdd"]
 
 
-class GpuScatterAdd(ExternalCOp):
+class GpuScatterAdd(GpuCFileOp):
     r"""Add rows of increments into the rows of a base that integer indices name, on the GPU.
 
     The GPU counterpart of :class:`~aesara_bincount_core.scatter_add.ScatterAdd`
@@ -92,55 +89,26 @@ class GpuScatterAdd(ExternalCOp):
         "cuda_host_cupy.h",
         "scatter_add_cuda_host.c",
     )
-    #: Not compiled into the Op's module, but its kernels: hashed into the version.
+    c_function = "gpu_scatter_add"
+    cpu_verb = "add"
     kernel_sources = sources.kernel_files("rows")
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 1
 
     def __init__(self, onto: str = "base", inplace: bool = False):
-        name = type(self).__name__
-        if onto not in ONTO:
-            raise ValueError(f"{name}: unknown onto {onto!r}; expected one of {ONTO}")
-        if inplace and onto != "base":
-            raise ValueError(f"{name}: only onto='base' can be in place")
-        self.onto = onto
-        self.inplace = bool(inplace)
+        self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
         if self.inplace:
             self.destroy_map = {0: [0]}
-        ExternalCOp.__init__(
-            self, [_c_code.c_code_path(f) for f in self.c_sources], "APPLY_SPECIFIC(gpu_scatter_add)"
-        )
+        GpuCFileOp.__init__(self)
 
     def clone_inplace(self) -> "GpuScatterAdd":
         """The same Op, adding into its base in place."""
         return type(self)(onto=self.onto, inplace=True)
 
-    # The plain-C-file pattern of Bincount (no #section markers).
-    load_c_code = Bincount.load_c_code
-    __getstate__ = Bincount.__getstate__
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.func_files = [_c_code.c_code_path(f) for f in self.c_sources]
-        self.load_c_code(self.func_files)
-
-    def c_headers(self, **kwargs):
-        return [f for f in self.c_sources if f.endswith(".h")]
-
-    def c_header_dirs(self, **kwargs):
-        return [_c_code.c_code_dir()]
-
-    def c_libraries(self, **kwargs):
-        return ["dl"]
-
-    def c_compile_args(self, **kwargs):
-        return compile_args.extra_compile_args()
-
-    def get_c_macros(self, node, name, check_input=None):
-        define, undef = ExternalCOp.get_c_macros(self, node, name, check_input)
+    def c_flags(self, node):
         idx_dtype = node.inputs[2].type.dtype
         check, add = sources.rows_kernels(idx_dtype, node.outputs[0].type.dtype)
-        flags = {
+        return {
             "SA_ONTO_ZEROS": int(self.onto == "zeros"),
             "SA_INPLACE": int(self.inplace),
             "SA_IDX_SIGNED": int(idx_dtype.startswith("int")),
@@ -149,12 +117,6 @@ class GpuScatterAdd(ExternalCOp):
             "SA_CHECK_KERNEL": f'"{check}"',
             "SA_ADD_KERNEL": f'"{add}"',
         }
-        define += "".join(f"\n#define {k} {v}" for k, v in flags.items())
-        undef += "".join(f"\n#undef {k}" for k in flags)
-        return define, undef
-
-    def c_code_cache_version(self):
-        return (self.version, _c_code.sources_hash(self.c_sources + self.kernel_sources))
 
     # -- graph -------------------------------------------------------------
     # ScatterAdd's make_node, with GPU arrays (a tensor is transferred) and a
@@ -162,14 +124,6 @@ class GpuScatterAdd(ExternalCOp):
     as_array = staticmethod(_as_gpu)
     output_type = GpuArrayType
     make_node = ScatterAdd.make_node
-
-    def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.is_available()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"GpuScatterAdd cannot run here: {why}. Compile with "
-                "mode.excluding('gpu_bincount') to add on the CPU instead."
-            )
 
     def perform(self, node, inputs, output_storage, params=None):
         # The reference, on host copies (see the class docstring).

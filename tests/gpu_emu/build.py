@@ -31,12 +31,12 @@ def cxx20_problem() -> Optional[str]:
     cxx = compiler()
     if cxx is None:
         return "no C++ compiler (g++)"
-    probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n"
+    probe = '#include "cuda_emu.h"\nint main() { return emu::lane() == 0 ? 0 : 1; }\n'
     proc = subprocess.run(
-        [cxx, "-std=c++20", "-pthread", "-x", "c++", "-", "-o", os.devnull],
+        [cxx, "-std=c++20", "-pthread", f"-I{HERE}", "-x", "c++", "-", "-o", os.devnull],
         input=probe, capture_output=True, text=True,
     )  # fmt: skip
-    return None if proc.returncode == 0 else f"{cxx} cannot compile C++20 <barrier>"
+    return None if proc.returncode == 0 else f"{cxx} cannot compile tests/gpu_emu/cuda_emu.h (C++20)"
 
 
 def build(out_dir: str = BUILD_DIR) -> str:

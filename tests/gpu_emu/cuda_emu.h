@@ -1,39 +1,62 @@
 /*
  * cuda_emu.h -- just enough of CUDA, on CPU threads, to run the kernels of
- * c_code/bincount_cuda_kernel.cu in the test-suite on machines without a GPU.
+ * the .cu files of c_code/ in the test-suite on machines without a GPU (fake_libcuda.cc
+ * includes them; emu_selftest.cc checks the thread model below).
  *
- * Every CUDA thread is a std::thread.  __syncthreads() is a barrier of the
- * block, and each warp's shuffles and votes are barriers of its 32 threads,
- * so the kernels' warp-synchronous code runs as on the device.  Code that
- * calls a warp intrinsic from only some lanes of a warp, or __syncthreads()
- * from only some threads of a block, deadlocks here (undefined behaviour on
- * a GPU); the tests run under a time limit to catch that.  Warp intrinsics
- * insist on the full-warp mask, which is all the kernels use.  Atomics are
- * GCC __atomic builtins; dynamic shared memory is filled with garbage
- * before each block starts, so a kernel that forgets to zero it is caught.
- * Like the hardware's atom.global.add.f32, a float atomicAdd on global memory
- * flushes subnormal inputs and results to zero (shared-memory float atomics
- * and double atomics keep them), so a kernel that relies on it for float32
- * sums loses subnormals here as it would on a GPU.  Streaming loads (__ldcs)
- * are counted by their width (emu::load_counts), so that a test can tell the
- * vector path from the element-by-element one.
+ * Thread model.  A launch runs its blocks on a few OS threads (runners, at
+ * most FAKE_CUDA_RUNNERS, default 4, and no more than there are blocks),
+ * each claiming whole blocks in turn, so blocks still run at the same time
+ * and race on global memory as on a device.  Within a block, every CUDA
+ * thread is a fiber (a user-space context with a stack of its own) on its
+ * runner: the fibers run in turn, each until it waits at a barrier:
+ * __syncthreads() is a barrier of the block, and each warp's shuffles and
+ * votes are barriers of its 32 lanes, so the kernels' warp-synchronous code
+ * runs as on the device.  The turn goes forwards and backwards over the
+ * threads, round by round (and starts the other way on every other launch),
+ * so a read that misses a barrier sees the writes of a neighbour missing
+ * from one side or the other.  Code that calls a warp intrinsic from only
+ * some lanes of a warp, or __syncthreads() from only some threads of a
+ * block (undefined behaviour on a GPU), leaves every fiber of the block
+ * waiting: the emulation then aborts at once, naming it ("cuda_emu:
+ * deadlock").  Warp intrinsics insist on the full-warp mask, which is all
+ * the kernels use.
  *
- * Test code only (C++20, g++): it is not part of the package.
+ * Atomics are GCC __atomic builtins; dynamic shared memory is filled with
+ * garbage before each block starts, so a kernel that forgets to zero it is
+ * caught.  Like the hardware's atom.global.add.f32, a float atomicAdd on
+ * global memory flushes subnormal inputs and results to zero (shared-memory
+ * float atomics and double atomics keep them), so a kernel that relies on it
+ * for float32 sums loses subnormals here as it would on a GPU.  Streaming
+ * loads (__ldcs) are counted by their width (emu::load_counts), so that a
+ * test can tell the vector path from the element-by-element one.
+ *
+ * A new warp intrinsic is written as __all_sync is: each lane puts its value
+ * in warp().slots, warp_sync(), reads what it needs, warp_sync().
+ *
+ * Test code only (C++20, g++): it is not part of the package.  The context
+ * switch is a few lines of assembly on x86-64 and ucontext elsewhere (or
+ * with -DBC_EMU_UCONTEXT).
  */
 #ifndef BC_CUDA_EMU_H
 #define BC_CUDA_EMU_H
 
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__) || defined(BC_EMU_UCONTEXT)
+#include <ucontext.h>
+#endif
 
 #define __global__
 #define __device__
@@ -54,21 +77,111 @@ struct alignas(16) uint4 {
 
 namespace emu {
 
+[[noreturn]] inline void die(const char *what)
+{
+    std::fprintf(stderr, "cuda_emu: %s\n", what);
+    std::abort();
+}
+
+/* -- user-space contexts ------------------------------------------------------------------ */
+#if defined(__x86_64__) && !defined(BC_EMU_UCONTEXT)
+/* Saves the callee-saved registers, MXCSR and the x87 control word on the
+ * current stack, stores the stack pointer in *from and resumes the context
+ * whose stack pointer is `to` (System V x86-64). */
+extern "C" [[gnu::naked, gnu::noinline]] inline void bc_emu_switch(void ** /* from: rdi */, void * /* to: rsi */)
+{
+    __asm__ volatile(
+        "pushq %rbp\n\t"
+        "pushq %rbx\n\t"
+        "pushq %r12\n\t"
+        "pushq %r13\n\t"
+        "pushq %r14\n\t"
+        "pushq %r15\n\t"
+        "subq $8, %rsp\n\t"
+        "stmxcsr (%rsp)\n\t"
+        "fnstcw 4(%rsp)\n\t"
+        "movq %rsp, (%rdi)\n\t"
+        "movq %rsi, %rsp\n\t"
+        "ldmxcsr (%rsp)\n\t"
+        "fldcw 4(%rsp)\n\t"
+        "addq $8, %rsp\n\t"
+        "popq %r15\n\t"
+        "popq %r14\n\t"
+        "popq %r13\n\t"
+        "popq %r12\n\t"
+        "popq %rbx\n\t"
+        "popq %rbp\n\t"
+        "ret\n\t");
+}
+
+struct context {
+    void *sp = nullptr;
+};
+
+/* A context that starts in entry() on the stack [stack, stack + size). */
+inline void context_init(context *c, char *stack, size_t size, void (*entry)())
+{
+    auto *top = reinterpret_cast<std::uintptr_t *>(
+        (reinterpret_cast<std::uintptr_t>(stack + size) & ~(std::uintptr_t)15));
+    top[-1] = 0;                                          /* entry's return address: none */
+    top[-2] = reinterpret_cast<std::uintptr_t>(entry);    /* where the switch returns */
+    for (int r = 3; r <= 8; r++)
+        top[-r] = 0;                                      /* rbp, rbx, r12 ... r15 */
+    top[-9] = 0x1F80u | ((std::uintptr_t)0x037Fu << 32); /* MXCSR, x87 control word */
+    c->sp = top - 9;
+}
+
+inline void context_switch(context *from, context *to)
+{
+    bc_emu_switch(&from->sp, to->sp);
+}
+#else
+struct context {
+    ucontext_t uc;
+};
+
+inline void context_init(context *c, char *stack, size_t size, void (*entry)())
+{
+    if (getcontext(&c->uc) != 0)
+        die("getcontext failed");
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr;
+    makecontext(&c->uc, entry, 0);
+}
+
+inline void context_switch(context *from, context *to)
+{
+    if (swapcontext(&from->uc, &to->uc) != 0)
+        die("swapcontext failed");
+}
+#endif
+
+/* -- blocks, warps and their barriers -------------------------------------------------------- */
+/* A barrier of fibers of one block: they all run on the block's runner, so
+ * nothing here needs a lock. */
+struct barrier {
+    explicit barrier(unsigned n) : expected(n) {}
+    unsigned expected;
+    unsigned arrived = 0;
+    unsigned long long generation = 0;
+};
+
 struct warp_state {
-    std::barrier<> bar{32};
+    barrier bar{32};
     unsigned long long slots[32];
 };
 
 struct block_state {
     explicit block_state(unsigned threads, size_t shared_bytes)
-        : bar((std::ptrdiff_t)threads), warps(threads / 32),
-          shared((shared_bytes + 7) / 8 + 1)
+        : bar(threads), warps(threads / 32), shared((shared_bytes + 7) / 8 + 1)
     {
         std::memset(shared.data(), 0xA5, shared.size() * 8); /* garbage */
     }
-    std::barrier<> bar;
+    barrier bar;
     std::vector<warp_state> warps;
     std::vector<unsigned long long> shared;
+    unsigned long long progress = 0; /* arrivals and exits, for the deadlock check */
 };
 
 struct thread_state {
@@ -82,26 +195,166 @@ inline thread_local bool in_kernel = false;
 /* __ldcs calls, by the width of what they load (1 ... 16 bytes). */
 inline std::atomic<long long> load_counts[17];
 
-/* Whether p lies in the calling block's dynamic shared memory. */
-inline bool in_shared(const void *p)
+/* Set when a load or an atomic of a kernel was not aligned to its size (a
+ * GPU faults with CUDA_ERROR_MISALIGNED_ADDRESS; the fake driver makes that
+ * a sticky error of the context after the launch). */
+inline std::atomic<bool> misaligned{false};
+
+inline void check_aligned(const void *p, size_t size)
 {
-    if (self.blk == nullptr)
-        return false;
-    const char *lo = reinterpret_cast<const char *>(self.blk->shared.data());
-    const char *c = reinterpret_cast<const char *>(p);
-    return c >= lo && c < lo + self.blk->shared.size() * 8;
+    if (reinterpret_cast<uintptr_t>(p) % size != 0)
+        misaligned.store(true, std::memory_order_relaxed);
 }
 
-/* v, or a zero of its sign when it is subnormal (flush-to-zero). */
-inline float flush(float v)
+/* One CUDA thread of the block a runner is running. */
+struct fiber {
+    context ctx;
+    thread_state state;
+    bool done = false;
+};
+
+/* What an OS thread that runs blocks knows of the block it is running. */
+struct runner_state {
+    context scheduler;
+    fiber *current = nullptr;
+    void (*body)(const void *) = nullptr; /* runs the kernel with its parameters */
+    const void *params = nullptr;
+};
+
+inline thread_local runner_state *runner = nullptr;
+
+/* Fiber stacks: FAKE_CUDA_STACK_KB each (default 64), with a guard page
+ * below each, so an overflow faults instead of writing into a neighbour.
+ * Mapped once and kept for the next launches (a runner takes a set, gives it
+ * back when its launch ends). */
+struct stack_set {
+    char *base = nullptr;
+    size_t stride = 0, size = 0;
+    unsigned count = 0;
+};
+
+inline std::mutex stacks_lock;
+inline std::vector<stack_set> free_stacks;
+
+inline size_t stack_bytes()
 {
-    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+    static const size_t bytes = [] {
+        const char *v = std::getenv("FAKE_CUDA_STACK_KB");
+        const long kb = v ? std::atol(v) : 64;
+        return (size_t)(kb > 16 ? kb : 16) * 1024;
+    }();
+    return bytes;
 }
 
-[[noreturn]] inline void die(const char *what)
+inline stack_set take_stacks(unsigned count)
 {
-    std::fprintf(stderr, "cuda_emu: %s\n", what);
-    std::abort();
+    {
+        std::lock_guard<std::mutex> g(stacks_lock);
+        for (size_t i = 0; i < free_stacks.size(); i++) {
+            if (free_stacks[i].count >= count) {
+                stack_set s = free_stacks[i];
+                free_stacks.erase(free_stacks.begin() + (long)i);
+                return s;
+            }
+        }
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    stack_set s;
+    s.size = stack_bytes();
+    s.stride = s.size + page;
+    s.count = count;
+    void *p = mmap(nullptr, s.stride * count, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        die("no memory for the fiber stacks");
+    s.base = static_cast<char *>(p);
+    for (unsigned i = 0; i < count; i++)
+        if (mprotect(s.base + i * s.stride, page, PROT_NONE) != 0)
+            die("mprotect of a stack guard failed");
+    return s;
+}
+
+inline void give_back_stacks(const stack_set &s)
+{
+    std::lock_guard<std::mutex> g(stacks_lock);
+    free_stacks.push_back(s);
+}
+
+/* Back to the scheduler of this runner; returns when the scheduler resumes the fiber. */
+inline void yield()
+{
+    fiber *f = runner->current;
+    context_switch(&f->ctx, &runner->scheduler);
+}
+
+inline void arrive_and_wait(barrier &b)
+{
+    self.blk->progress++;
+    const unsigned long long generation = b.generation;
+    if (++b.arrived == b.expected) {
+        b.arrived = 0;
+        b.generation++;
+        return;
+    }
+    while (b.generation == generation)
+        yield();
+}
+
+inline void fiber_main()
+{
+    fiber *f = runner->current;
+    runner->body(runner->params);
+    f->done = true;
+    self.blk->progress++;
+    context_switch(&f->ctx, &runner->scheduler); /* never resumed */
+    die("a finished fiber was resumed");
+}
+
+/* Run block `b` of the launch as `threads` fibers on the calling runner;
+ * `reverse` says which way the first round goes. */
+inline void run_block(block_state *blk, const thread_state &common, unsigned threads,
+                      std::vector<fiber> &fibers, const stack_set &stacks, bool reverse)
+{
+    for (unsigned t = 0; t < threads; t++) {
+        fiber &f = fibers[t];
+        f.done = false;
+        f.state = common;
+        f.state.thread = {t, 0, 0};
+        f.state.blk = blk;
+        context_init(&f.ctx, stacks.base + t * stacks.stride + (stacks.stride - stacks.size),
+                     stacks.size, fiber_main);
+    }
+    unsigned live = threads;
+    while (live > 0) {
+        const unsigned long long before = blk->progress;
+        for (unsigned k = 0; k < threads; k++) {
+            fiber &f = fibers[reverse ? threads - 1 - k : k];
+            if (f.done)
+                continue;
+            self = f.state;
+            runner->current = &f;
+            context_switch(&runner->scheduler, &f.ctx);
+            if (f.done)
+                live--;
+        }
+        if (live > 0 && blk->progress == before)
+            die("deadlock: a __syncthreads() or warp intrinsic that not every thread of the "
+                "block (or lane of the warp) reaches");
+        reverse = !reverse;
+    }
+    self = thread_state{};
+}
+
+inline std::atomic<unsigned long long> launches{0};
+
+inline unsigned runner_count(unsigned blocks)
+{
+    static const unsigned most = [] {
+        const char *v = std::getenv("FAKE_CUDA_RUNNERS");
+        const long n = v ? std::atol(v) : 4;
+        return (unsigned)(n > 0 ? n : 1);
+    }();
+    return blocks < most ? blocks : most;
 }
 
 inline warp_state &warp()
@@ -112,6 +365,12 @@ inline warp_state &warp()
 inline unsigned lane()
 {
     return self.thread.x & 31u;
+}
+
+/* The barrier of the calling lane's warp (each warp intrinsic's two steps). */
+inline void warp_sync()
+{
+    arrive_and_wait(warp().bar);
 }
 
 template <typename T> inline unsigned long long to_bits(T v)
@@ -135,33 +394,62 @@ inline void check_mask(unsigned mask)
         die("warp intrinsic with a partial mask");
 }
 
-/* Run `kernel(params)` on a grid, each CUDA thread on its own std::thread. */
+/* Whether p lies in the calling block's dynamic shared memory. */
+inline bool in_shared(const void *p)
+{
+    if (self.blk == nullptr)
+        return false;
+    const char *lo = reinterpret_cast<const char *>(self.blk->shared.data());
+    const char *c = reinterpret_cast<const char *>(p);
+    return c >= lo && c < lo + self.blk->shared.size() * 8;
+}
+
+/* v, or a zero of its sign when it is subnormal (flush-to-zero). */
+inline float flush(float v)
+{
+    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+
+/* Run `kernel(params)` on a grid of `blocks` blocks of `threads` threads (see the
+ * thread model at the top); returns when every block has finished. */
 template <typename P>
 inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned threads,
                    size_t shared_bytes)
 {
     if (threads % 32 != 0)
         die("block size not a multiple of 32");
-    std::vector<std::unique_ptr<block_state>> states;
-    for (unsigned b = 0; b < blocks; b++)
-        states.emplace_back(new block_state(threads, shared_bytes));
-    std::vector<std::thread> pool;
-    pool.reserve((size_t)blocks * threads);
-    for (unsigned b = 0; b < blocks; b++) {
-        for (unsigned t = 0; t < threads; t++) {
-            block_state *blk = states[b].get();
-            pool.emplace_back([=]() {
-                self.thread = {t, 0, 0};
-                self.block = {b, 0, 0};
-                self.block_dim = {threads, 1, 1};
-                self.grid_dim = {blocks, 1, 1};
-                self.blk = blk;
-                in_kernel = true;
-                kernel(params);
-                in_kernel = false;
-            });
+    struct call {
+        void (*kernel)(P);
+        const P *params;
+        static void body(const void *c)
+        {
+            const call *self_call = static_cast<const call *>(c);
+            self_call->kernel(*self_call->params);
         }
-    }
+    } const job{kernel, &params};
+    const bool reverse = (launches.fetch_add(1) & 1) != 0;
+    std::atomic<unsigned> next{0};
+    auto run = [&]() {
+        runner_state state;
+        state.body = &call::body;
+        state.params = &job;
+        runner = &state;
+        in_kernel = true;
+        const stack_set stacks = take_stacks(threads);
+        std::vector<fiber> fibers(threads);
+        for (unsigned b = next.fetch_add(1); b < blocks; b = next.fetch_add(1)) {
+            block_state blk(threads, shared_bytes);
+            const thread_state common{{0, 0, 0}, {b, 0, 0}, {threads, 1, 1}, {blocks, 1, 1}, nullptr};
+            run_block(&blk, common, threads, fibers, stacks, reverse);
+        }
+        give_back_stacks(stacks);
+        in_kernel = false;
+        runner = nullptr;
+    };
+    std::vector<std::thread> pool;
+    for (unsigned r = 1; r < runner_count(blocks); r++)
+        pool.emplace_back(run);
+    run(); /* the calling thread is a runner too */
     for (auto &th : pool)
         th.join();
 }
@@ -184,7 +472,7 @@ inline unsigned long long *dynamic_shared()
 
 inline void __syncthreads()
 {
-    emu::self.blk->bar.arrive_and_wait();
+    emu::arrive_and_wait(emu::self.blk->bar);
 }
 
 inline void __threadfence()
@@ -196,6 +484,7 @@ template <typename T> inline T __ldcs(const T *p)
 {
     static_assert(sizeof(T) <= 16, "load wider than 16 bytes");
     emu::load_counts[sizeof(T)].fetch_add(1, std::memory_order_relaxed);
+    emu::check_aligned(p, sizeof(T));
     return *p;
 }
 
@@ -214,9 +503,9 @@ template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
     emu::check_mask(mask);
     emu::warp_state &w = emu::warp();
     w.slots[emu::lane()] = emu::to_bits(v);
-    w.bar.arrive_and_wait();
+    emu::warp_sync();
     const T r = emu::from_bits<T>(w.slots[src & 31]);
-    w.bar.arrive_and_wait();
+    emu::warp_sync();
     return r;
 }
 
@@ -230,17 +519,18 @@ inline int __all_sync(unsigned mask, int predicate)
     emu::check_mask(mask);
     emu::warp_state &w = emu::warp();
     w.slots[emu::lane()] = predicate ? 1 : 0;
-    w.bar.arrive_and_wait();
+    emu::warp_sync();
     int all = 1;
     for (int i = 0; i < 32; i++)
         all &= (int)w.slots[i];
-    w.bar.arrive_and_wait();
+    emu::warp_sync();
     return all;
 }
 
 template <typename T> inline T atomicAdd(T *p, T v)
 {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomicAdd on 4- or 8-byte words only");
+    emu::check_aligned(p, sizeof(T));
     if constexpr (std::is_floating_point_v<T>) {
         /* float, double: compare-and-swap on the bits; a global float add
          * flushes subnormals as atom.global.add.f32 does */
@@ -264,6 +554,7 @@ template <typename T> inline T atomicCAS(T *p, T compare, T value)
 {
     static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
                   "atomicCAS on 4- or 8-byte integers only");
+    emu::check_aligned(p, sizeof(T));
     __atomic_compare_exchange_n(p, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;
 }

@@ -1,0 +1,52 @@
+"""The base of the GPU Ops whose host C code lives in ``c_code/``.
+
+:class:`GpuCFileOp` is :class:`~aesara_bincount_core.c_file_op.CFileOp` with
+what every GPU Op adds to it: the CUDA kernels hashed into the cache version,
+``libdl`` (the host code loads the CUDA driver with ``dlopen``), and the
+check, when a function is compiled, that a GPU can run the Op.
+
+Neighbours: :mod:`aesara_bincount_core.c_file_op` (the base of all C-file
+Ops), :mod:`.op` (``GpuBincount``) and :mod:`.scatter_add`
+(``GpuScatterAdd``), built on this one; :mod:`aesara_bincount_core.cuda.kernels`
+(what "a usable GPU" means).
+"""
+from aesara_bincount_core.c_file_op import CFileOp
+from aesara_bincount_core.cuda import kernels
+
+__all__ = ["GpuCFileOp"]
+
+
+class GpuCFileOp(CFileOp):
+    """A :class:`~aesara_bincount_core.c_file_op.CFileOp` that runs on an NVIDIA GPU.
+
+    Class attributes a subclass sets, beyond those of ``CFileOp``:
+
+    - ``kernel_sources``: the CUDA files of its kernel family,
+      :func:`aesara_bincount_core.cuda.sources.kernel_files`, which NVRTC
+      compiles when the function first runs: they are not part of the
+      module, but the host code depends on their names and launch shapes, so
+      they are hashed (with the headers they include).
+    - ``cpu_verb``: what the CPU Op does instead ("count", "add"), for the
+      message of :meth:`prepare_node`.
+    """
+
+    cpu_verb = "run"
+
+    def c_libraries(self, **kwargs):
+        return ["dl"] + super().c_libraries(**kwargs)
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        """Check that a GPU can run the Op.
+
+        Raises
+        ------
+        aesara_bincount_core.cuda.kernels.GpuUnavailableError
+            No CuPy, CUDA driver, device or NVRTC; the message names the
+            cause and how to compile for the CPU instead.
+        """
+        ok, why = kernels.is_available()
+        if not ok:
+            raise kernels.GpuUnavailableError(
+                f"{type(self).__name__} cannot run here: {why}. Compile with "
+                f"mode.excluding('gpu_bincount') to {self.cpu_verb} on the CPU instead."
+            )
