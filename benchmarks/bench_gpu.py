@@ -13,7 +13,11 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     Merge the JSON files of the runs above into one Markdown table.
 ``--sanitize``
     A small correctness run, without timing, for ``compute-sanitizer``
-    (bincount and the scatter-add of rows).
+    (bincount and the scatter-add of rows: every family of the rows
+    kernels, the early exit of the add on a bad index).
+
+Both stacks also run the contention rows of ``bench_gpu_contention.py``
+(hot bins and hot rows with float32 sums, rows of D = 1 and D = 128).
 
 Timing: device times with CUDA events around each call (median of
 ``--repeat`` calls after warm-up), candidates side by side in one process;
@@ -51,6 +55,7 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
     sys.path.insert(0, HERE)
 
 from sizes import size_text  # noqa: E402
+from bench_gpu_contention import contention_rows, contention_table  # noqa: E402  (issue 19 item 7)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -213,10 +218,13 @@ def run(args):
         rows.append(row)
         print(json.dumps(row), flush=True)
         cp.get_default_memory_pool().free_all_blocks()
+    contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
+    for row in contention:
+        print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(render([{"meta": meta, "rows": rows}]))
+            json.dump({"meta": meta, "rows": rows, "contention": contention}, f, indent=1)
+    print(render([{"meta": meta, "rows": rows, "contention": contention}]))
     return 0
 
 
@@ -260,9 +268,25 @@ def sanitize(args):
         (kernels.scatter_add_cupy(cp.asarray(base8), cp.asarray(g8), cp.asarray(idx8), inplace=True),
          reference_scatter_add(base8, g8, idx8)),
     ]  # fmt: skip
+    # float32 rows with a hot row (the compare-and-swap), D = 1 with int16
+    # indices, int16 rows (the 16-bit half of a word).
+    hot = np.where(rng.random(20_000) < 0.3, 0, rng.integers(0, 500, 20_000))
+    g32 = rng.random((20_000, 40)).astype("float32")
+    g1 = rng.random((20_000, 1)).astype("float32")
+    base16 = rng.integers(-9, 9, (9, 5)).astype("int16")
+    g16 = rng.integers(-9, 9, (7_001, 5)).astype("int16")
+    idx16 = rng.integers(-9, 9, 7_001).astype("int16")
+    checks += [
+        (kernels.scatter_add_cupy(cp.zeros((500, 40), "float32"), cp.asarray(g32), cp.asarray(hot)),
+         reference_scatter_add(np.zeros((500, 40), "float32"), g32, hot)),
+        (kernels.scatter_add_cupy(cp.zeros((500, 1), "float32"), cp.asarray(g1), cp.asarray(hot.astype("int16"))),
+         reference_scatter_add(np.zeros((500, 1), "float32"), g1, hot)),
+        (kernels.scatter_add_cupy(cp.asarray(base16), cp.asarray(g16), cp.asarray(idx16), inplace=True),
+         reference_scatter_add(base16, g16, idx16)),
+    ]  # fmt: skip
     bad = 0
     for i, (got, want) in enumerate(checks):
-        same = np.allclose(cp.asnumpy(got), want)
+        same = np.allclose(cp.asnumpy(got), want, rtol=1e-4)
         bad += not same
         print(f"sanitize case {i}: {'ok' if same else 'MISMATCH'}")
     try:
@@ -353,6 +377,9 @@ def render(runs):
     lines.append("")
     for what, passed, value in verdicts:
         lines.append(f"- {'PASS' if passed else 'FAIL'}: {what} ({value:.3g})")
+    contention = [row for data in runs for row in data.get("contention", [])]
+    if contention:
+        lines += ["", "Contention (bench_gpu_contention.py):", "", contention_table(contention, _fmt)]
     return "\n".join(lines)
 
 

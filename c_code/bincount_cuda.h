@@ -55,14 +55,20 @@ typedef unsigned int bc_u32;
 /* Columns of a row one lane keeps running sums for, per column tile. */
 #define BC_CUDA_ROWS_TILE 4
 /* Fewest increments (elements) a block of the adding kernel is given before
- * more blocks are launched. */
-#define BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK 16384
+ * more blocks are launched: 4 per thread, so that a call of 1e6 rows of one
+ * element fills every multiprocessor (16384 gave 62 blocks on 132 SMs). */
+#define BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK 2048
+/* Blocks of the adding kernel that should be resident per multiprocessor
+ * (its launch bounds) for outputs of up to 32 bits: ptxas fits them in 40
+ * registers without spills at sm_90; 64-bit outputs would spill 16-24 bytes,
+ * so theirs ask for no minimum (2 blocks of 52-57 registers). */
+#define BC_CUDA_ROWS_BLOCKS_PER_SM 3
 /* Work items (index chunks times column tiles) each warp should get, for
  * balance between warps. */
 #define BC_CUDA_ROWS_ITEMS_PER_WARP 4
-/* Indices one thread of the checking kernel is given before more blocks are
- * launched. */
-#define BC_CUDA_ROWS_CHECK_PER_THREAD 16
+/* Indices one thread of the checking kernel loads at once (its loads in
+ * flight), and is given before more blocks are launched. */
+#define BC_CUDA_ROWS_CHECK_PER_THREAD 4
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */

@@ -50,6 +50,8 @@ typedef bc_CUresult (*bc_PFN_cuMemcpyDtoHAsync)(void *, bc_CUdeviceptr, size_t, 
 typedef bc_CUresult (*bc_PFN_cuMemcpyDtoDAsync)(bc_CUdeviceptr, bc_CUdeviceptr, size_t,
                                                 bc_CUstream);
 typedef bc_CUresult (*bc_PFN_cuStreamSynchronize)(bc_CUstream);
+typedef bc_CUresult (*bc_PFN_cuStreamIsCapturing)(bc_CUstream, int *);
+typedef bc_CUresult (*bc_PFN_cuMemsetD32Async)(bc_CUdeviceptr, unsigned int, size_t, bc_CUstream);
 typedef bc_CUresult (*bc_PFN_cuMemHostAlloc)(void **, size_t, unsigned int);
 typedef bc_CUresult (*bc_PFN_cuMemFreeHost)(void *);
 
@@ -64,6 +66,8 @@ typedef struct bc_cuda_api {
     bc_PFN_cuMemcpyDtoHAsync MemcpyDtoHAsync;
     bc_PFN_cuMemcpyDtoDAsync MemcpyDtoDAsync;
     bc_PFN_cuStreamSynchronize StreamSynchronize;
+    bc_PFN_cuStreamIsCapturing StreamIsCapturing;
+    bc_PFN_cuMemsetD32Async MemsetD32Async;
     bc_PFN_cuMemHostAlloc MemHostAlloc;
     bc_PFN_cuMemFreeHost MemFreeHost;
 } bc_cuda_api;
@@ -107,6 +111,10 @@ typedef struct bc_cuda_api {
 /* IndexError BC_MSG_ROW_INDEX (the scatter-add of rows): text = the index as
  * text, arg = {0, position, rows}. */
 #define BC_CUDA_E_ROW_INDEX 14
+/* ValueError: an array whose device address or stride is not a multiple of
+ * its element size (bc_cuda_check_aligned): text names it, arg = {element
+ * size, address modulo 256, stride in bytes}. */
+#define BC_CUDA_E_ALIGN 15
 
 #define BC_CUDA_ERROR_TEXT 320
 
@@ -190,6 +198,8 @@ static const bc_cuda_api *bc_cuda_load(bc_cuda_error *err)
     BC_LOAD(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     BC_LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     BC_LOAD(StreamSynchronize, "cuStreamSynchronize");
+    BC_LOAD(StreamIsCapturing, "cuStreamIsCapturing");
+    BC_LOAD(MemsetD32Async, "cuMemsetD32Async");
     BC_LOAD(MemHostAlloc, "cuMemHostAlloc");
     BC_LOAD(MemFreeHost, "cuMemFreeHost");
 #undef BC_LOAD
@@ -310,13 +320,44 @@ typedef struct bc_cuda_host {
 } bc_cuda_host;
 
 /*
+ * Fail unless `stream` is outside a CUDA graph capture: a launch that waits
+ * for its stream would break the capture (cuStreamSynchronize is not
+ * allowed there).  Called before anything is queued.
+ */
+static int bc_cuda_not_capturing(const bc_cuda_api *api, bc_CUstream stream, bc_cuda_error *err)
+{
+    int capturing = 0; /* CUstreamCaptureStatus: 0 is CU_STREAM_CAPTURE_STATUS_NONE */
+    if (bc_cuda_check(api, api->StreamIsCapturing(stream, &capturing), "cuStreamIsCapturing",
+                      err) != 0)
+        return -1;
+    if (capturing == 0)
+        return 0;
+    snprintf(err->text, sizeof(err->text),
+             "the stream is being captured into a CUDA graph, and the call must wait for it "
+             "once (to read its status); run it outside the capture");
+    return bc_cuda_fail(err, BC_CUDA_E_DRIVER, 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */,
+                        0, 0);
+}
+
+/* A kernel to queue after a read-back's copy (bc_cuda_read_back_then). */
+typedef struct bc_cuda_launch {
+    bc_CUfunction func;
+    unsigned blocks;
+    void **args;
+    const char *what; /* for the error message */
+} bc_cuda_launch;
+
+/*
  * Copy `bytes` (at most BC_CUDA_STATUS_BYTES) from device address `src` to
  * `dst` once everything queued on `stream` is done: the one wait of a launch
- * (synchronize!).  The caller's unlock/relock hooks run around the wait.
+ * (synchronize!).  When `then` is not NULL its kernel is queued right after
+ * the copy, before the wait, so the GPU runs it without waiting for the
+ * host (it must itself skip its work on what the copied status reports).
+ * The caller's unlock/relock hooks run around the wait.
  */
-static int bc_cuda_read_back(const bc_cuda_api *api, const bc_cuda_host *host,
-                             bc_CUstream stream, bc_CUdeviceptr src, void *dst, size_t bytes,
-                             bc_cuda_error *err)
+static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *host,
+                                  bc_CUstream stream, bc_CUdeviceptr src, void *dst,
+                                  size_t bytes, const bc_cuda_launch *then, bc_cuda_error *err)
 {
     unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
     unsigned char *slots = bc_cuda_pinned_slots(api);
@@ -326,14 +367,36 @@ static int bc_cuda_read_back(const bc_cuda_api *api, const bc_cuda_host *host,
     void *token = host->unlock != NULL ? host->unlock(host->ctx) : NULL;
     int rc = bc_cuda_check(api, api->MemcpyDtoHAsync(landing, src, bytes, stream),
                            "cuMemcpyDtoHAsync", err);
-    if (rc == 0)
-        rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize", err);
+    if (rc == 0) {
+        bc_cuda_error later;
+        int queued = 0;
+        memset(&later, 0, sizeof(later));
+        if (then != NULL)
+            queued = bc_cuda_check(api,
+                                   api->LaunchKernel(then->func, then->blocks, 1, 1,
+                                                     BC_CUDA_THREADS, 1, 1, 0, stream,
+                                                     then->args, NULL),
+                                   then->what, err);
+        /* Wait even when that launch failed: the copy into the slot is queued. */
+        rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize",
+                           queued != 0 ? &later : err);
+        if (queued != 0)
+            rc = -1;
+    }
     if (host->relock != NULL)
         host->relock(host->ctx, token);
     if (rc == 0)
         memcpy(dst, landing, bytes);
     bc_cuda_slot_give_back(slot);
     return rc;
+}
+
+/* bc_cuda_read_back_then with nothing queued after the copy. */
+static int bc_cuda_read_back(const bc_cuda_api *api, const bc_cuda_host *host,
+                             bc_CUstream stream, bc_CUdeviceptr src, void *dst, size_t bytes,
+                             bc_cuda_error *err)
+{
+    return bc_cuda_read_back_then(api, host, stream, src, dst, bytes, NULL, err);
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_DRIVER_H */

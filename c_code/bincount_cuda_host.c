@@ -167,7 +167,8 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
         return -1;
     out->ptr = info.ptr;
     out->length = info.length;
-    out->stride = info.stride;
+    out->stride_bytes = info.stride_bytes;
+    out->itemsize = info.itemsize;
     out->ndim = info.ndim;
     out->device = info.device;
     return 0;

@@ -25,7 +25,8 @@
  *                             the weights (i8 ... u64, f32, f64).
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
- *                             wrap), u64_f32, u64_f64 (counts to floats).
+ *                             wrap), u64_f32, u64_f64 (counts to floats),
+ *                             f64_f32 (float32 weights, summed in float64).
  *
  * Algorithm of a histogram pass (a privatized histogram):
  *   - Each block keeps `copies` replicated copies of a shared-memory
@@ -67,9 +68,14 @@
  * unsigned arithmetic, so sums wrap modulo 2**bits as on the CPU.  Float
  * weights are summed with floating-point atomics: the order of the additions
  * varies from run to run, so float results can differ in the last bits
- * between runs.  Subnormal float32 sums are kept: float32 adds to global
- * memory go through the compare-and-swap of global_add (see
- * bincount_cuda_device.cuh).
+ * between runs.  float32 weights are summed in float32 in shared memory (its
+ * float atomics keep subnormals) and in float64 everywhere else: the running
+ * sums, the bins beyond the shared window and the merge of the blocks'
+ * histograms go to a float64 accumulator with the native double atomic add
+ * (red.global.add.f64, which keeps subnormals), which the finish kernel
+ * rounds to float32 once.  A compare-and-swap loop on float32 (global_add,
+ * bincount_cuda_device.cuh) would complete about one update per L2 round
+ * trip when many blocks merge into the same bins.
  */
 #include "bincount_cuda_device.cuh"
 
@@ -348,10 +354,12 @@ __device__ __forceinline__ void hist(const bc_hist_params &p)
             global_add(out + p.lo + b, (ACC)total);
     }
 
-    /* The last block to finish records the value at the first refused position. */
-    __threadfence();
+    /* The last block to finish records the value at the first refused
+     * position.  The barrier orders the block's adds before thread 0's fence,
+     * which is cumulative: one fence per block, not one per thread. */
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence();
         const bc_u32 ticket = atomicAdd(&status->blocks_done, 1u);
         if (ticket == gridDim.x - 1) {
             __threadfence();
@@ -397,7 +405,7 @@ template <typename ACC, typename OUT> __device__ __forceinline__ void finish(con
     BC_HIST(XN, XT, u16, unsigned short, bc_u32, bc_u32, true)                                \
     BC_HIST(XN, XT, u32, unsigned int, bc_u32, bc_u32, true)                                  \
     BC_HIST(XN, XT, u64, unsigned long long, bc_u64, bc_u64, true)                            \
-    BC_HIST(XN, XT, f32, float, float, float, true)                                           \
+    BC_HIST(XN, XT, f32, float, float, double, true)                                          \
     BC_HIST(XN, XT, f64, double, double, double, true)
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
@@ -436,6 +444,7 @@ BC_FINISH(u32, bc_u32, u8, unsigned char)
 BC_FINISH(u32, bc_u32, u16, unsigned short)
 BC_FINISH(u64, bc_u64, f32, float)
 BC_FINISH(u64, bc_u64, f64, double)
+BC_FINISH(f64, double, f32, float)
 
 #undef BC_HIST
 #undef BC_HIST_FOR_X

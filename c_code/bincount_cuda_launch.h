@@ -15,7 +15,9 @@
  *
  *   0. Checks, in the order of the NumPy reference (semantics.py): x is 1-D,
  *      n >= 0, n bins fit in device memory, the weights' shape, the inputs
- *      live on the current device.  An empty x gives zeros(n) with no wait.
+ *      live on the current device; then that x and the weights are aligned
+ *      to their elements (bc_cuda_check_aligned).  An empty x gives zeros(n)
+ *      with no wait.
  *   1. The accumulator: counts go into 32-bit unsigned bins (64-bit for
  *      64-bit and float outputs), integer weights into unsigned bins of their
  *      width (32-bit for 8- and 16-bit weights), float weights into bins of
@@ -66,12 +68,39 @@
 
 /* A 0-d or 1-d device array, as the caller sees it. */
 typedef struct bc_cuda_array {
-    bc_CUdeviceptr ptr; /* device address of element 0 */
-    long long length;   /* elements (1 when 0-d) */
-    long long stride;   /* in elements (0 when 0-d) */
+    bc_CUdeviceptr ptr;     /* device address of element 0 */
+    long long length;       /* elements (1 when 0-d) */
+    long long stride_bytes; /* in bytes (0 when 0-d); checked to be whole elements */
+    int itemsize;           /* bytes of an element */
     int ndim;
     int device; /* CUDA device ordinal */
 } bc_cuda_array;
+
+/*
+ * The one alignment check of every array a kernel reads or writes (both
+ * launchers run it before anything is queued).  A GPU loads and stores an
+ * element only at an address that is a multiple of its size; any other
+ * access fails with CUDA_ERROR_MISALIGNED_ADDRESS, a sticky error that
+ * leaves the CUDA context unusable for the rest of the process.  Such
+ * arrays come from views at odd byte offsets (cupy.ndarray(memptr=buf.data
+ * + 1)), DLPack imports and byte strides that are not whole elements.
+ * Returns 0, or -1 with BC_CUDA_E_ALIGN (a ValueError naming `what`).
+ */
+static int bc_cuda_check_aligned(const char *what, bc_CUdeviceptr ptr, long long stride_bytes,
+                                 long long itemsize, bc_cuda_error *err)
+{
+    if (itemsize <= 0 || (unsigned long long)ptr % (unsigned long long)itemsize != 0 ||
+        stride_bytes % itemsize != 0)
+        return bc_cuda_fail_text(err, BC_CUDA_E_ALIGN, what, itemsize,
+                                 (long long)((unsigned long long)ptr % 256u), stride_bytes);
+    return 0;
+}
+
+/* The stride of an array in elements (after bc_cuda_check_aligned). */
+static long long bc_cuda_stride(const bc_cuda_array *a)
+{
+    return a->itemsize > 0 ? a->stride_bytes / a->itemsize : 0;
+}
 
 /* The kernels of one dtype of x in the current context, and the figures
  * that size a launch (aesara_bincount_core/cuda/modules.py measures them). */
@@ -224,8 +253,8 @@ static int bc_cuda_queue_hist(const bc_cuda_api *api, const bc_cuda_kernels *k,
     p.out = buffer;
     p.status = buffer + (bc_CUdeviceptr)padded * (bc_CUdeviceptr)c->buffer_itemsize;
     p.size = c->x.length;
-    p.x_stride = c->x.stride;
-    p.w_stride = c->weighted && c->weights.length == c->x.length ? c->weights.stride : 0;
+    p.x_stride = bc_cuda_stride(&c->x);
+    p.w_stride = c->weighted && c->weights.length == c->x.length ? bc_cuda_stride(&c->weights) : 0;
     p.lo = lo;
     p.hi = hi;
     p.n = c->n;
@@ -290,6 +319,12 @@ static int bc_cuda_check_call(const bc_cuda_api *api, const bc_cuda_bincount_cal
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "x", c->x.device, dev, 0);
     if (c->weighted && c->weights.device != dev)
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "weights", c->weights.device, dev, 0);
+    if (c->x.length > 0 &&
+        (bc_cuda_check_aligned("x", c->x.ptr, c->x.stride_bytes, c->x.itemsize, err) != 0 ||
+         (c->weighted && bc_cuda_check_aligned("weights", c->weights.ptr,
+                                               c->weights.stride_bytes, c->weights.itemsize,
+                                               err) != 0)))
+        return -1;
     if (ctx == NULL || ctx != k->context) {
         snprintf(err->text, sizeof(err->text),
                  "the kernels were loaded in CUDA context %p, but the current context is %p",
@@ -344,6 +379,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         result->length = c->n;
         return result->array != NULL ? 0 : -1;
     }
+    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
+        return -1;
 
     /* 2. First pass: C bins, max(x) and the first refused position. */
     if (c->scatter) {

@@ -41,7 +41,7 @@ BC_LIB_EXPORT long long bc_lib_error_size(void)
 /*
  * What every entry point unpacks, written once: the start of a call (the
  * error cleared, the driver table loaded: NULL with *err filled when it
- * cannot be), an array from its five numbers, a driver handle from the
+ * cannot be), an array from its numbers, a driver handle from the
  * integer ctypes passes, and the caller's allocation callbacks.
  */
 static const bc_cuda_api *bc_lib_begin(bc_cuda_error *err)
@@ -50,13 +50,14 @@ static const bc_cuda_api *bc_lib_begin(bc_cuda_error *err)
     return bc_cuda_load(err);
 }
 
-static bc_cuda_array bc_lib_array(bc_CUdeviceptr ptr, long long length, long long stride,
-                                  int ndim, int device)
+static bc_cuda_array bc_lib_array(bc_CUdeviceptr ptr, long long length, long long stride_bytes,
+                                  int itemsize, int ndim, int device)
 {
     bc_cuda_array a;
     a.ptr = ptr;
     a.length = length;
-    a.stride = stride;
+    a.stride_bytes = stride_bytes;
+    a.itemsize = itemsize;
     a.ndim = ndim;
     a.device = device;
     return a;
@@ -98,8 +99,9 @@ static bc_cuda_host bc_lib_host(void *ctx, bc_lib_alloc_fn alloc, bc_lib_release
  * returned; else -1 with *err filled.
  */
 BC_LIB_EXPORT int bc_lib_bincount(
-    bc_CUdeviceptr x_ptr, long long x_length, long long x_stride, int x_ndim, int x_device,
-    int weighted, bc_CUdeviceptr w_ptr, long long w_length, long long w_stride, int w_ndim,
+    bc_CUdeviceptr x_ptr, long long x_length, long long x_stride_bytes, int x_itemsize, int x_ndim,
+    int x_device, int weighted, bc_CUdeviceptr w_ptr, long long w_length, long long w_stride_bytes,
+    int w_ndim,
     int w_device, int scatter, int x_signed, int out_dtype, int out_itemsize, int buffer_dtype,
     int buffer_itemsize, int shared_itemsize, long long n, long long capacity_hint,
     unsigned long long stream, unsigned long long k_context, unsigned long long k_hist,
@@ -116,9 +118,10 @@ BC_LIB_EXPORT int bc_lib_bincount(
     if (api == NULL)
         return -1;
     memset(&c, 0, sizeof(c));
-    c.x = bc_lib_array(x_ptr, x_length, x_stride, x_ndim, x_device);
+    c.x = bc_lib_array(x_ptr, x_length, x_stride_bytes, x_itemsize, x_ndim, x_device);
     c.weighted = weighted;
-    c.weights = bc_lib_array(w_ptr, w_length, w_stride, w_ndim, w_device);
+    /* the weights have the output's dtype */
+    c.weights = bc_lib_array(w_ptr, w_length, w_stride_bytes, out_itemsize, w_ndim, w_device);
     c.scatter = scatter;
     c.x_signed = x_signed;
     c.out_dtype = out_dtype;
@@ -164,8 +167,8 @@ BC_LIB_EXPORT long long bc_lib_buffer_elements(long long bins, long long itemsiz
  * without waiting: the kernel alone, for benchmarks.  Returns 0, or -1 with
  * *err filled.
  */
-BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, long long x_stride,
-                                   int buffer_itemsize, int shared_itemsize, long long bins,
+BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length,
+                                   long long x_stride_bytes, int x_itemsize, int buffer_itemsize, int shared_itemsize, long long bins,
                                    bc_CUdeviceptr buffer, unsigned long long stream,
                                    unsigned long long k_hist, long long k_resident_blocks,
                                    long long k_shared_budget, bc_cuda_error *err)
@@ -177,7 +180,7 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, lon
     if (api == NULL)
         return -1;
     memset(&c, 0, sizeof(c));
-    c.x = bc_lib_array(x_ptr, x_length, x_stride, 1, 0);
+    c.x = bc_lib_array(x_ptr, x_length, x_stride_bytes, x_itemsize, 1, 0);
     c.buffer_itemsize = buffer_itemsize;
     c.shared_itemsize = shared_itemsize;
     c.n = bins;
@@ -191,9 +194,9 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length, lon
  * out (bc_rows_call, bc_rows_kernels).  Returns 0, or -1 with *err filled.
  */
 BC_LIB_EXPORT int bc_lib_scatter_rows(
-    bc_CUdeviceptr out, long long out_row, int out_device, bc_CUdeviceptr inc, long long inc_row,
-    long long inc_elem, int inc_device, bc_CUdeviceptr idx_ptr, long long idx_length,
-    long long idx_stride, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
+    bc_CUdeviceptr out, long long out_row_bytes, int out_device, int out_itemsize,
+    bc_CUdeviceptr inc, long long inc_row_bytes, long long inc_elem, int inc_device,
+    bc_CUdeviceptr idx_ptr, long long idx_length, long long idx_stride_bytes, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
     long long row_size, int check_only, unsigned long long stream, unsigned long long k_context,
     unsigned long long k_check, unsigned long long k_add, long long k_resident_blocks,
     bc_lib_alloc_fn alloc, bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
@@ -206,15 +209,15 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
         return -1;
     memset(&c, 0, sizeof(c));
     c.out = out;
-    c.out_row = out_row;
+    c.out_row_bytes = out_row_bytes;
     c.out_device = out_device;
+    c.out_itemsize = out_itemsize;
     c.inc = inc;
-    c.inc_row = inc_row;
+    c.inc_row_bytes = inc_row_bytes;
     c.inc_elem = inc_elem;
     c.inc_device = inc_device;
-    c.idx = bc_lib_array(idx_ptr, idx_length, idx_stride, 1, idx_device);
+    c.idx = bc_lib_array(idx_ptr, idx_length, idx_stride_bytes, idx_itemsize, 1, idx_device);
     c.idx_signed = idx_signed;
-    c.idx_itemsize = idx_itemsize;
     c.nrows = nrows;
     c.row_size = row_size;
     c.check_only = check_only;
@@ -224,6 +227,14 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     k.add = BC_LIB_HANDLE(bc_CUfunction, k_add);
     k.resident_blocks = k_resident_blocks;
     return bc_cuda_scatter_rows(api, &c, &k, &host, err);
+}
+
+/* bc_cuda_check_aligned: 0, or -1 with *err filled (BC_CUDA_E_ALIGN naming `what`). */
+BC_LIB_EXPORT int bc_lib_check_aligned(const char *what, bc_CUdeviceptr ptr, long long stride_bytes,
+                                       long long itemsize, bc_cuda_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    return bc_cuda_check_aligned(what, ptr, stride_bytes, itemsize, err);
 }
 
 /* bc_cuda_rows_plan: out = {check blocks, blocks, lanes, chunk, tiles, items}. */

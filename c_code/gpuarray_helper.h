@@ -116,7 +116,9 @@ static void bc_gpuarray_cleanup(PyObject **value)
 typedef struct bc_gpuarray_info {
     unsigned long long ptr; /* device address of element 0 */
     long long length;       /* elements along the axis (1 when 0-d) */
-    long long stride;       /* stride in elements (0 when 0-d) */
+    long long stride_bytes; /* stride in bytes (0 when 0-d), as CuPy gives it: the
+                             * launchers check it is whole elements */
+    int itemsize;           /* bytes of an element */
     int ndim;
     int device; /* CUDA device ordinal */
 } bc_gpuarray_info;
@@ -182,6 +184,7 @@ static int bc_gpuarray_info_of(PyObject *a, const char *what, bc_gpuarray_info *
         return -1;
     }
     info->ndim = (int)ndim;
+    info->itemsize = (int)itemsize;
     info->length = 1;
     if (ndim == 1) {
         PyObject *shape = PyObject_GetAttrString(a, "shape");
@@ -198,7 +201,7 @@ static int bc_gpuarray_info_of(PyObject *a, const char *what, bc_gpuarray_info *
         Py_XDECREF(strides);
         if (PyErr_Occurred())
             return -1;
-        info->stride = stride_bytes / itemsize;
+        info->stride_bytes = stride_bytes;
     }
     if (bc_gpuarray_ptr(a, &info->ptr) != 0)
         return -1;

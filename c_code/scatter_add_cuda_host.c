@@ -184,6 +184,24 @@ static int APPLY_SPECIFIC(sa_gpu_describe)(PyObject *a, APPLY_SPECIFIC(sa_gpu_ar
     return bc_gpuarray_device(a, &d->device);
 }
 
+/* The launchers' alignment check (bc_cuda_check_aligned) on the address and
+ * every stride of `a`, run before CuPy copies or reads it: CuPy's kernels
+ * would fault on a misaligned array as ours would.  0, or -1 with a
+ * ValueError set. */
+static int APPLY_SPECIFIC(sa_gpu_aligned)(const APPLY_SPECIFIC(sa_gpu_array) *a, const char *what,
+                                          npy_intp itemsize)
+{
+    bc_cuda_error err;
+    int k;
+    memset(&err, 0, sizeof(err));
+    for (k = -1; k < a->ndim; k++) {
+        if (bc_cuda_check_aligned(what, a->ptr, k < 0 ? 0 : (long long)a->strides[k],
+                                  (long long)itemsize, &err) != 0)
+            return bc_host_raise(&err, "GpuScatterAdd");
+    }
+    return 0;
+}
+
 /* Whether dimensions 1.. of (dims, strides) lay each row out C-contiguously
  * (dimensions of length 1 take any stride). */
 static int APPLY_SPECIFIC(sa_rows_contiguous)(int ndim, const npy_intp *dims,
@@ -259,7 +277,8 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
     memset(&err, 0, sizeof(err));
     memset(&base, 0, sizeof(base));
     if (bc_gpuarray_info_of(idx_in, "idx", &idx) != 0 ||
-        APPLY_SPECIFIC(sa_gpu_describe)(inc_in, &inc) != 0)
+        APPLY_SPECIFIC(sa_gpu_describe)(inc_in, &inc) != 0 ||
+        APPLY_SPECIFIC(sa_gpu_aligned)(&inc, "the increments", itemsize) != 0)
         return -1;
 #if SA_ONTO_ZEROS
     if (sa_read_zeros_shape(base_in, itemsize, &base.ndim, base.dims) != 0)
@@ -271,6 +290,8 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
         PyErr_Format(PyExc_ValueError, BC_MSG_NDIM, "the base", 1, 0);
         return -1;
     }
+    if (APPLY_SPECIFIC(sa_gpu_aligned)(&base, "the base", itemsize) != 0)
+        return -1;
 #endif
     ndim = base.ndim;
     for (kdim = 1; kdim < ndim; kdim++)
@@ -327,7 +348,7 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
         if (APPLY_SPECIFIC(sa_gpu_describe)(work, &w) != 0)
             goto done;
         c.out = w.ptr;
-        c.out_row = w.dims[0] > 1 ? (long long)(w.strides[0] / itemsize) : 0;
+        c.out_row_bytes = w.dims[0] > 1 ? (long long)w.strides[0] : 0;
         c.out_device = w.device;
     }
     if (!c.check_only) {
@@ -347,26 +368,17 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
             c.inc_elem = 1;
         }
         c.inc = inc.ptr;
-        c.inc_row = target[0] > 1 ? (long long)(bstrides[0] / itemsize) : 0;
-        if (bstrides[0] % itemsize != 0) {
-            PyErr_SetString(PyExc_ValueError,
-                            "GpuScatterAdd: increments whose strides are not whole elements");
-            goto done;
-        }
+        c.inc_row_bytes = target[0] > 1 ? (long long)bstrides[0] : 0;
     }
+    c.out_itemsize = (int)itemsize;
     c.inc_device = inc.device;
     c.idx.ptr = idx.ptr;
     c.idx.length = idx.length;
-    c.idx.stride = idx.stride;
+    c.idx.stride_bytes = idx.stride_bytes;
+    c.idx.itemsize = idx.itemsize;
     c.idx.ndim = idx.ndim;
     c.idx.device = idx.device;
     c.idx_signed = SA_IDX_SIGNED;
-    {
-        long long isz = 0;
-        if (bc_read_ll(idx_in, "itemsize", &isz) != 0)
-            goto done;
-        c.idx_itemsize = (int)isz;
-    }
     c.nrows = (long long)base.dims[0];
     c.row_size = (long long)row_size;
     c.stream = (bc_CUstream)(size_t)stream;

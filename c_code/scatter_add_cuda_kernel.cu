@@ -73,34 +73,55 @@ template <typename I> __device__ __forceinline__ bool row_ok(I v, bc_i64 nrows, 
 
 template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_params &p)
 {
+    enum { K = BC_CUDA_ROWS_CHECK_PER_THREAD };
     const I *idx = reinterpret_cast<const I *>(p.idx);
     bc_status *status = reinterpret_cast<bc_status *>(p.status);
     const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
     bc_u64 first_bad = NO_POSITION;
-    for (bc_i64 i = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += step) {
-        if (!row_ok(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign())) {
-            first_bad = (bc_u64)i;
-            break; /* this thread's later positions are larger */
+    /* K loads in flight per thread, then K checks; positions grow with k
+     * and from one iteration to the next, so the first bad one found is
+     * this thread's first. */
+    for (bc_i64 i0 = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; i0 < p.n; i0 += K * step) {
+        I v[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const bc_i64 i = i0 + k * step;
+            v[k] = i < p.n ? idx[i * p.idx_stride] : (I)0;
         }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const bc_i64 i = i0 + k * step;
+            if (first_bad == NO_POSITION && i < p.n &&
+                !row_ok(v[k], p.nrows, typename traits<I>::sign()))
+                first_bad = (bc_u64)i;
+        }
+        if (first_bad != NO_POSITION)
+            break;
     }
     if (first_bad != NO_POSITION)
         atomicMax(&status->bad_pos_inv, ~first_bad);
 }
 
-/* How a running sum of dtype OUT is kept (ACC) and added to out. */
+/* How a running sum of dtype OUT is kept (ACC), where it starts (zero(): the
+ * additive identity) and how it is added to out.  Float sums start at -0.0,
+ * not +0.0: -0.0 + v is v for every v, -0.0 included, so a base of -0.0 that
+ * receives only -0.0 stays -0.0, as in np.add.at. */
 template <typename OUT> struct rows_acc;
 template <> struct rows_acc<float> {
     typedef float type;
+    static __device__ __forceinline__ float zero() { return -0.0f; }
     static __device__ __forceinline__ void add(float *p, float v) { global_add(p, v); }
 };
 template <> struct rows_acc<double> {
     typedef double type;
+    static __device__ __forceinline__ double zero() { return -0.0; }
     static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
 };
 /* 32- and 64-bit integers: unsigned arithmetic, so sums wrap. */
 #define BC_ROWS_WORD(T, U)                                                                    \
     template <> struct rows_acc<T> {                                                          \
         typedef U type;                                                                       \
+        static __device__ __forceinline__ U zero() { return 0u; }                             \
         static __device__ __forceinline__ void add(T *p, U v)                                 \
         {                                                                                     \
             atomicAdd(reinterpret_cast<U *>(p), v);                                           \
@@ -122,9 +143,14 @@ BC_ROWS_WORD(unsigned long long, bc_u64)
  * out-of-bounds access.  Not yet run under it (no GPU lent). */
 template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
 {
-    const bc_u64 addr = reinterpret_cast<bc_u64>(p);
-    bc_u32 *word = reinterpret_cast<bc_u32 *>(addr & ~(bc_u64)3);
-    const bc_u32 shift = (bc_u32)(addr & 3) * 8u;
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2, "narrow_add: 8- and 16-bit elements");
+    /* p is aligned to sizeof(T) (the launcher checks every array), so the
+     * element lies inside one aligned 32-bit word: an int16 at byte 0 or 2.
+     * The word is reached from p itself (pointer arithmetic keeps the global
+     * address space that the compiler infers), not rebuilt from an integer. */
+    const unsigned offset = (unsigned)(reinterpret_cast<bc_u64>(p) & 3u);
+    bc_u32 *word = reinterpret_cast<bc_u32 *>(reinterpret_cast<unsigned char *>(p) - offset);
+    const bc_u32 shift = offset * 8u;
     const bc_u32 mask = (bc_u32)((1ull << (8 * sizeof(T))) - 1ull) << shift;
     bc_u32 seen = *word, before;
     do {
@@ -136,6 +162,7 @@ template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
 #define BC_ROWS_NARROW(T)                                                                     \
     template <> struct rows_acc<T> {                                                          \
         typedef bc_u32 type;                                                                  \
+        static __device__ __forceinline__ bc_u32 zero() { return 0u; }                        \
         static __device__ __forceinline__ void add(T *p, bc_u32 v) { narrow_add(p, v); }      \
     };
 BC_ROWS_NARROW(signed char)
@@ -158,6 +185,11 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
     const bc_i64 col_lane = lane % lanes;
     const bc_i64 warps_per_block = (bc_i64)(blockDim.x >> 5);
     const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
+    /* The checking kernel ran before (same stream): nothing is added when it
+     * found a bad index. */
+    if (p.status != 0 &&
+        reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
+        return;
     if (sub >= group)
         return; /* the lanes left over when 32 is not a multiple of D */
     for (bc_i64 item = (bc_i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < p.items;
@@ -181,7 +213,7 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
                 run_row = row;
 #pragma unroll
                 for (int t = 0; t < TILE; t++)
-                    sum[t] = (ACC)0;
+                    sum[t] = rows_acc<OUT>::zero();
             }
             const OUT *src = inc + i * p.inc_row;
 #pragma unroll
@@ -204,8 +236,10 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
 
 } /* namespace bc */
 
-#define BC_ROWS_ADD(XN, XT, ON, OT)                                                           \
-    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+/* MINB: the launch bounds' blocks per multiprocessor (BC_CUDA_ROWS_BLOCKS_PER_SM
+ * for outputs of up to 32 bits; 1, no minimum, for 64-bit ones). */
+#define BC_ROWS_ADD(XN, XT, ON, OT, MINB)                                                     \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, MINB)                       \
         scatter_rows_add_##XN##_##ON(const bc_rows_params p)                                  \
     {                                                                                         \
         bc::rows_add<XT, OT>(p);                                                              \
@@ -218,16 +252,16 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
     {                                                                                         \
         bc::rows_check<XT>(p);                                                                \
     }                                                                                         \
-    BC_ROWS_ADD(XN, XT, i8, signed char)                                                      \
-    BC_ROWS_ADD(XN, XT, i16, short)                                                           \
-    BC_ROWS_ADD(XN, XT, i32, int)                                                             \
-    BC_ROWS_ADD(XN, XT, i64, long long)                                                       \
-    BC_ROWS_ADD(XN, XT, u8, unsigned char)                                                    \
-    BC_ROWS_ADD(XN, XT, u16, unsigned short)                                                  \
-    BC_ROWS_ADD(XN, XT, u32, unsigned int)                                                    \
-    BC_ROWS_ADD(XN, XT, u64, unsigned long long)                                              \
-    BC_ROWS_ADD(XN, XT, f32, float)                                                           \
-    BC_ROWS_ADD(XN, XT, f64, double)
+    BC_ROWS_ADD(XN, XT, i8, signed char, BC_CUDA_ROWS_BLOCKS_PER_SM)                          \
+    BC_ROWS_ADD(XN, XT, i16, short, BC_CUDA_ROWS_BLOCKS_PER_SM)                               \
+    BC_ROWS_ADD(XN, XT, i32, int, BC_CUDA_ROWS_BLOCKS_PER_SM)                                 \
+    BC_ROWS_ADD(XN, XT, i64, long long, 1)                                                    \
+    BC_ROWS_ADD(XN, XT, u8, unsigned char, BC_CUDA_ROWS_BLOCKS_PER_SM)                        \
+    BC_ROWS_ADD(XN, XT, u16, unsigned short, BC_CUDA_ROWS_BLOCKS_PER_SM)                      \
+    BC_ROWS_ADD(XN, XT, u32, unsigned int, BC_CUDA_ROWS_BLOCKS_PER_SM)                        \
+    BC_ROWS_ADD(XN, XT, u64, unsigned long long, 1)                                           \
+    BC_ROWS_ADD(XN, XT, f32, float, BC_CUDA_ROWS_BLOCKS_PER_SM)                               \
+    BC_ROWS_ADD(XN, XT, f64, double, 1)
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
 BC_ROWS_FOR_X(i8, signed char)

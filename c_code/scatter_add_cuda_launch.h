@@ -18,29 +18,35 @@
  *
  * How a call runs:
  *
- *   0. Checks: idx is 1-D, every array lives on the current device, the
- *      kernels were loaded in the current context.  No index: nothing to do.
- *   1. The checking kernel (scatter_rows_check_<idx>) finds the first index
- *      outside [-nrows, nrows) and writes its position to a zero-filled
- *      bc_status.
- *   2. The status comes back in one device-to-host copy, the only wait of a
- *      call (bc_cuda_read_back; the Op lets other Python threads run
- *      meanwhile).  A bad index is read back too (a second small copy, on
- *      the error path only) and raises IndexError: nothing has been written,
- *      so a base updated in place keeps its value.
- *   3. Unless the caller asked for the check only (increments that do not
- *      broadcast: the Op raises their ValueError after the IndexError, as
- *      the CPU Op does) or there is nothing to add (D == 0), the adding
- *      kernel (scatter_rows_add_<idx>_<out>) is queued; the call returns
- *      without waiting for it.
+ *   0. Checks: idx is 1-D, every array lives on the current device and is
+ *      aligned to its elements, addresses and row strides
+ *      (bc_cuda_check_aligned), the kernels were loaded in the current
+ *      context.  No index: nothing to do.
+ *   1. Queued together, with no wait between them: the status zeroed
+ *      (cuMemsetD32Async), the checking kernel (scatter_rows_check_<idx>),
+ *      which finds the first index outside [-nrows, nrows) and writes its
+ *      position to the status, the copy of the status into a page-locked
+ *      slot, and, unless the caller asked for the check only (increments
+ *      that do not broadcast: the Op raises their ValueError after the
+ *      IndexError, as the CPU Op does) or there is nothing to add (D == 0),
+ *      the adding kernel (scatter_rows_add_<idx>_<out>), which reads the
+ *      status first and exits at once when an index was bad.
+ *   2. One wait for the stream, the only one of a call (bc_cuda_read_back_then;
+ *      the Op lets other Python threads run meanwhile): the GPU goes from
+ *      the check to the adds without waiting for the host.  A bad index is
+ *      read back too (a second small copy, on the error path only) and
+ *      raises IndexError: nothing has been written, so a base updated in
+ *      place keeps its value.
  *
  * Launch geometry of the adding kernel (bc_cuda_rows_plan): min(resident
  * blocks, N * D / BC_CUDA_ROWS_MIN_ELEMS_PER_BLOCK) blocks (at least one) of
- * BC_CUDA_THREADS threads; lanes = min(32, D) lanes share a row; a column
+ * BC_CUDA_THREADS threads, so that any call of a few thousand elements fills
+ * every multiprocessor; lanes = min(32, D) lanes share a row; a column
  * tile is lanes * BC_CUDA_ROWS_TILE columns; indices are cut into chunks so
  * that every warp gets about BC_CUDA_ROWS_ITEMS_PER_WARP items (a chunk
  * times a tile), each chunk at least one warp step (32 / lanes indices).
- * The checking kernel gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
+ * The checking kernel, which loads BC_CUDA_ROWS_CHECK_PER_THREAD indices at
+ * once per thread, gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
  * blocks, at most the resident ones.
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
@@ -61,16 +67,16 @@ typedef struct bc_rows_kernels {
 
 /* One scatter-add of rows. */
 typedef struct bc_rows_call {
-    bc_CUdeviceptr out; /* the output's row 0 */
-    long long out_row;  /* elements between its rows */
+    bc_CUdeviceptr out;      /* the output's row 0 */
+    long long out_row_bytes; /* bytes between its rows */
     int out_device;
-    bc_CUdeviceptr inc; /* the increments' row 0 */
-    long long inc_row;  /* elements between their rows (0: one row for every index) */
-    long long inc_elem; /* 1: contiguous rows; 0: one value per row */
+    int out_itemsize;        /* bytes of an element of the output and the increments */
+    bc_CUdeviceptr inc;      /* the increments' row 0 */
+    long long inc_row_bytes; /* bytes between their rows (0: one row for every index) */
+    long long inc_elem;      /* 1: contiguous rows; 0: one value per row */
     int inc_device;
-    bc_cuda_array idx;  /* (N,), any stride */
+    bc_cuda_array idx;       /* (N,), any stride */
     int idx_signed;
-    int idx_itemsize;
     long long nrows;    /* V */
     long long row_size; /* D */
     int check_only;     /* 1: check the indices, add nothing */
@@ -133,6 +139,13 @@ static int bc_cuda_rows_check_call(const bc_cuda_api *api, const bc_rows_call *c
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the base", c->out_device, dev, 0);
     if (c->inc_device != dev)
         return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "the increments", c->inc_device, dev, 0);
+    if (c->idx.length > 0 &&
+        (bc_cuda_check_aligned("idx", c->idx.ptr, c->idx.stride_bytes, c->idx.itemsize, err) != 0 ||
+         (!c->check_only && c->row_size > 0 &&
+          (bc_cuda_check_aligned("the base", c->out, c->out_row_bytes, c->out_itemsize, err) != 0 ||
+           bc_cuda_check_aligned("the increments", c->inc, c->inc_row_bytes, c->out_itemsize,
+                                 err) != 0))))
+        return -1;
     if (ctx == NULL || ctx != k->context) {
         snprintf(err->text, sizeof(err->text),
                  "the kernels were loaded in CUDA context %p, but the current context is %p",
@@ -151,13 +164,13 @@ static int bc_cuda_rows_bad_index(const bc_cuda_api *api, const bc_cuda_host *ho
     int b;
     memset(bytes, 0, sizeof(bytes));
     if (bc_cuda_read_back(api, host, c->stream,
-                          c->idx.ptr + (bc_CUdeviceptr)(pos * c->idx.stride * c->idx_itemsize),
-                          bytes, (size_t)c->idx_itemsize, err) != 0)
+                          c->idx.ptr + (bc_CUdeviceptr)(pos * c->idx.stride_bytes),
+                          bytes, (size_t)c->idx.itemsize, err) != 0)
         return -1;
-    for (b = c->idx_itemsize - 1; b >= 0; b--) /* little-endian */
+    for (b = c->idx.itemsize - 1; b >= 0; b--) /* little-endian */
         u = (u << 8) | bytes[b];
     if (c->idx_signed) {
-        const int shift = 64 - 8 * c->idx_itemsize;
+        const int shift = 64 - 8 * c->idx.itemsize;
         const long long s = shift ? (long long)(u << shift) >> shift : (long long)u;
         snprintf(err->text, sizeof(err->text), "%lld", s);
     } else {
@@ -179,9 +192,9 @@ static bc_rows_params bc_cuda_rows_params(const bc_rows_call *c, const bc_rows_p
     p.n = c->idx.length;
     p.nrows = c->nrows;
     p.row_size = c->row_size;
-    p.idx_stride = c->idx.stride;
-    p.out_row = c->out_row;
-    p.inc_row = c->inc_row;
+    p.idx_stride = bc_cuda_stride(&c->idx);
+    p.out_row = c->out_itemsize > 0 ? c->out_row_bytes / c->out_itemsize : 0;
+    p.inc_row = c->out_itemsize > 0 ? c->inc_row_bytes / c->out_itemsize : 0;
     p.inc_elem = c->inc_elem;
     p.chunk = plan->chunk;
     p.tiles = plan->tiles;
@@ -203,6 +216,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     bc_rows_params p;
     bc_status status;
     bc_CUdeviceptr status_ptr = 0;
+    bc_cuda_launch add;
     void *args[1];
     void *buf;
     int rc;
@@ -211,35 +225,40 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         return -1;
     if (c->idx.length == 0)
         return 0;
+    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
+        return -1;
     plan = bc_cuda_rows_plan(c->idx.length, c->row_size > 0 ? c->row_size : 1, k->resident_blocks);
 
-    /* 1-2. Check every index; the one wait. */
-    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 1, &status_ptr,
+    /* 1. The status, the check, its copy and the adds, queued together. */
+    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 0, &status_ptr,
                         BC_CUDA_STATUS_BYTES / 8, 8, err);
     if (buf == NULL)
         return -1;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
     args[0] = &p;
+    add.func = k->add;
+    add.blocks = (unsigned)plan.blocks;
+    add.args = args;
+    add.what = "cuLaunchKernel(scatter-add of rows)";
     rc = bc_cuda_check(api,
-                       api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
-                                         BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
-                       "cuLaunchKernel(index check)", err);
+                       api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
+                       "cuMemsetD32Async", err);
     if (rc == 0)
-        rc = bc_cuda_read_back(api, host, c->stream, status_ptr, &status, sizeof(status), err);
+        rc = bc_cuda_check(api,
+                           api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
+                                             BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
+                           "cuLaunchKernel(index check)", err);
+    /* 2. The one wait. */
+    if (rc == 0)
+        rc = bc_cuda_read_back_then(
+            api, host, c->stream, status_ptr, &status, sizeof(status),
+            c->check_only || c->row_size == 0 || c->nrows == 0 ? NULL : &add, err);
     host->release(host->ctx, buf); /* the read-back waited for everything that uses it */
     if (rc != 0)
         return -1;
     if (status.bad_pos_inv != 0)
         return bc_cuda_rows_bad_index(api, host, c, (long long)~status.bad_pos_inv, err);
-
-    /* 3. Add. */
-    if (c->check_only || c->row_size == 0 || c->nrows == 0)
-        return 0;
-    p.status = 0;
-    return bc_cuda_check(api,
-                         api->LaunchKernel(k->add, (unsigned)plan.blocks, 1, 1, BC_CUDA_THREADS,
-                                           1, 1, 0, c->stream, args, NULL),
-                         "cuLaunchKernel(scatter-add of rows)", err);
+    return 0;
 }
 
 #endif /* AESARA_SCATTER_ADD_CUDA_LAUNCH_H */

@@ -57,7 +57,13 @@ def _broadcast_weights(w, size: int) -> Optional[np.ndarray]:
 
 
 def assert_same_histogram(
-    got: np.ndarray, idx: np.ndarray, w, nbins: int, out_dtype, what: str = ""
+    got: np.ndarray,
+    idx: np.ndarray,
+    w,
+    nbins: int,
+    out_dtype,
+    what: str = "",
+    starts_at_zero: bool = True,
 ) -> None:
     """Assert that ``got`` is the scatter-add of ``w`` (or 1) at ``idx``.
 
@@ -76,6 +82,12 @@ def assert_same_histogram(
         Expected dtype.  Integer sums wrap modulo ``2**bits``.
     what : str
         Names the comparison in failure messages.
+    starts_at_zero : bool
+        True: every bin starts at +0.0 before its terms (``numpy.bincount``),
+        so a bin that only receives zeros is +0.0.  False: the terms include
+        each bin's start (a base), so a bin whose terms are all -0.0 is -0.0
+        and one with a +0.0 term is +0.0 (``np.add.at``; -0.0 is the
+        additive identity).  The sign of such bins is compared exactly.
     """
     out_dtype = np.dtype(out_dtype)
     assert got.dtype == out_dtype, f"{what}: dtype {got.dtype}, expected {out_dtype}"
@@ -92,10 +104,11 @@ def assert_same_histogram(
         np.add.at(expected, idx, w.astype(out_dtype))
         np.testing.assert_array_equal(got, expected, err_msg=what)
         return
-    _assert_float_sums(got, idx, w.astype(out_dtype).astype(np.float64), nbins, what)
+    w64 = w.astype(out_dtype).astype(np.float64)
+    _assert_float_sums(got, idx, w64, nbins, what, starts_at_zero)
 
 
-def _assert_float_sums(got, idx, w64, nbins, what):
+def _assert_float_sums(got, idx, w64, nbins, what, starts_at_zero=True):
     finite = np.isfinite(w64)
 
     def per_bin(values):
@@ -132,6 +145,18 @@ def _assert_float_sums(got, idx, w64, nbins, what):
             f"{b.tolist()}: got {g[b].tolist()}, float64 reference {ref[b].tolist()}, "
             f"bound {tol[b].tolist()} ({k[b].tolist()} terms)"
         )
-    # A bin that only received zeros is +0.0, as numpy.bincount gives it.
+    # A bin that only received zeros: +0.0 when it starts at +0.0 (as
+    # numpy.bincount gives it), else -0.0 exactly when every term is -0.0.
     zero = fin & (s == 0)
-    assert not np.signbit(g[zero]).any(), f"{what}: -0.0 in a bin of zeros"
+    if starts_at_zero:
+        want_neg = np.zeros(nbins, dtype=bool)
+    else:
+        positive_terms = per_bin((~np.signbit(w64)).astype(np.float64))
+        want_neg = (k > 0) & (positive_terms == 0)
+    bad = zero & (np.signbit(g) != want_neg)
+    if bad.any():
+        b = np.flatnonzero(bad)[:5]
+        raise AssertionError(
+            f"{what}: the sign of zero bins {b.tolist()}: got {g[b].tolist()}, "
+            f"expected {np.where(want_neg[b], -0.0, 0.0).tolist()} ({k[b].tolist()} terms)"
+        )

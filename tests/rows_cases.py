@@ -85,8 +85,9 @@ def assert_same_rows(got, base, increments, idx, what: str = "") -> None:
     Integer results are compared exactly (sums wrap).  Float results within
     the bound of ``expect.py`` that holds for any order of summation: each
     output element is a bin that receives its base value and the elements of
-    the increments added to it, so the comparison is the histogram one.
-    ``base`` must hold no -0.0 (the comparison takes a bin of zeros as +0.0).
+    the increments added to it, so the comparison is the histogram one,
+    with the base among the terms: an element whose base and increments are
+    all -0.0 must be -0.0, one with a +0.0 among them +0.0 (``np.add.at``).
     """
     base = np.asarray(base)
     got = np.asarray(got)
@@ -101,7 +102,9 @@ def assert_same_rows(got, base, increments, idx, what: str = "") -> None:
         [np.arange(nrows * rowlen), (rows[:, None] * rowlen + np.arange(rowlen)).reshape(-1)]
     )
     terms = np.concatenate([base.reshape(-1), inc.reshape(-1)])
-    assert_same_histogram(got.reshape(-1), bins, terms, nrows * rowlen, base.dtype, what)
+    assert_same_histogram(
+        got.reshape(-1), bins, terms, nrows * rowlen, base.dtype, what, starts_at_zero=False
+    )
 
 
 @dataclass

@@ -7,8 +7,9 @@ dtype; OpenMP), then the shape of a row, the number of rows and of indices,
 the indices (distributions of ``test_fuzz.py``, with out-of-range ones planted
 now and then), increments whose dimensions broadcast (or, now and then, do
 not), their values (NaN, infinities and -0.0 included for floats, the whole
-range for integers, whose sums wrap), and strided views of the indices, the
-increments and the in-place base.  Each result is compared with
+range for integers, whose sums wrap), a base that may hold signed zeros
+(-0.0 stays -0.0 where only -0.0 is added), and strided views of the
+indices, the increments and the in-place base.  Each result is compared with
 ``np.add.at``; a refused input must raise the exception and message of
 :func:`aesara_bincount.reference_scatter_add` and leave every shared
 variable as it was.
@@ -152,7 +153,15 @@ def test_rows(backend, data):
     inc = _values(draw, shape, inc_dtype, dtype)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if np.dtype(dtype).kind == "f":
-        base = (rng.integers(-50, 50, (nrows,) + rest) * rng.choice([1.0, 0.37], (nrows,) + rest)).astype(dtype) + 0
+        base = (rng.integers(-50, 50, (nrows,) + rest) * rng.choice([1.0, 0.37], (nrows,) + rest)).astype(dtype)
+        signed = draw(st.sampled_from(["none", "base", "all"]), label="signed zeros")
+        if signed != "none":
+            # Signed zeros: an element whose base and increments are all -0.0
+            # stays -0.0 (-0.0 is the additive identity), else it is +0.0.
+            zeros = rng.random(base.shape) < (0.5 if signed == "base" else 1.0)
+            base[zeros] = rng.choice([0.0, -0.0], size=int(zeros.sum()))
+        if signed == "all" and np.dtype(inc_dtype).kind == "f":
+            inc = rng.choice([-0.0, -0.0, -0.0, 0.0], size=inc.shape).astype(inc_dtype)
     else:
         info = np.iinfo(dtype)
         base = rng.integers(info.min, info.max, (nrows,) + rest, dtype=dtype, endpoint=True)

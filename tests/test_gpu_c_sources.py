@@ -148,7 +148,7 @@ def test_driver_declarations_match_cuda_h():
     header = _c_code.read_source("bincount_cuda_driver.h")
     typedefs = dict(re.findall(r"\(\*bc_PFN_(\w+)\)\(([^;]*?)\);", header, re.DOTALL))
     symbols = re.findall(r'BC_LOAD\(\w+, "(\w+)"\)', header)
-    assert len(symbols) == len(typedefs) == 10
+    assert len(symbols) == len(typedefs) == 12
     for symbol in symbols:
         proto = re.search(rf"CUresult CUDAAPI {symbol}\(([^;]*?)\);", text, re.DOTALL)
         assert proto, f"{symbol} is not in cuda.h"

@@ -64,7 +64,7 @@ def _kernel_names(family, x_dtype):
             f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
         ]
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
-    finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64"]
+    finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64", "f64_f32"]
     return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
 
 
@@ -121,9 +121,11 @@ def test_no_local_memory_spills(nvrtc_lib, family):
 
 
 def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
-    """atom/red.global.add.f32 flush float32 subnormals to zero: the float32
-    adds to global memory are compare-and-swap loops; shared memory keeps its
-    float atomics (they keep subnormals)."""
+    """atom/red.global.add.f32 flush float32 subnormals to zero: no kernel uses
+    them.  The histogram's float32 weights go to global memory as float64
+    (native double atomics, which keep subnormals) and shared memory keeps its
+    float atomics (they keep them too); the rows' float32 adds are
+    compare-and-swap loops."""
     for family, kernel in (("hist", "bincount_hist_i32_f32"), ("rows", "scatter_rows_add_i32_f32")):
         source = _c_code.read_source(sources.FAMILIES[family])
         for arch in ("compute_75", "compute_90"):
@@ -134,7 +136,9 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
             assert not re.search(r"\b(atom|red)\.global\.add\.f32\b", text), (family, arch)
             if family == "hist":
                 assert re.search(r"\b(atom|red)\.shared\.add\.f32\b", text), arch
-            assert re.search(r"\batom\.global\.cas\.b32\b", text), (family, arch)
+                assert re.search(r"\b(atom|red)\.global\.add\.f64\b", text), arch
+            else:
+                assert re.search(r"\batom\.global\.cas\.b32\b", text), arch
 
 
 def test_compile_error_raises_with_the_log(nvrtc_lib):

@@ -74,6 +74,15 @@ def launch_error(code: int, a0: int, a1: int, a2: int, uarg: int, text: str) -> 
             f"bincount: {text} lives on device {a0}, but the current device is {a1}; run it "
             f"under `with cupy.cuda.Device({a0})`"
         )
+    if name == "ALIGN":
+        return ValueError(
+            f"bincount on the GPU: {text} is not aligned to its {a0}-byte elements (its device "
+            f"address is {a1} bytes past a 256-byte boundary, its stride {a2} bytes); the GPU "
+            "reads an element only at an address that is a multiple of its size. Such arrays "
+            "come from views at odd byte offsets or DLPack imports: pass an aligned copy (a "
+            "fresh array, filled with a byte copy such as "
+            "new.data.copy_from_device(a.data, a.nbytes) for a contiguous one)"
+        )
     if name == "DRIVER":
         return (MemoryError if a0 == _OUT_OF_MEMORY else RuntimeError)(
             f"bincount on the GPU: {text}"

@@ -145,6 +145,9 @@ def bincount_cupy(
     cp = _cupy()
     n = operator.index(n)
     out_dtype = _check_arguments(cp, x, weights, mode, out_dtype)
+    launcher.check_aligned("x", x)
+    if weights is not None:
+        launcher.check_aligned("weights", weights)
     if weights is not None and weights.dtype.name != out_dtype:
         weights = weights.astype(out_dtype)
     acc = accumulation(out_dtype, weights is not None)
@@ -219,6 +222,8 @@ def scatter_add_cupy(base, increments, idx, inplace: bool = False):
         raise TypeError(f"scatter_add_cupy: idx must have an integer dtype, got {idx.dtype.name}")
     if idx.ndim != 1:
         raise ValueError(_c_code.messages()["BC_MSG_NDIM"] % ("idx", 1, idx.ndim))
+    for name, a in (("the base", base), ("the increments", increments), ("idx", idx)):
+        launcher.check_aligned(name, a)  # before CuPy casts or copies them
     if increments.dtype != base.dtype:
         increments = increments.astype(base.dtype)
     check, add = rows_kernels(idx.dtype.name, base.dtype.name)
@@ -248,8 +253,8 @@ def scatter_add_cupy(base, increments, idx, inplace: bool = False):
     else:
         out = work = base.copy()
     launcher.scatter_rows(
-        cp, work, work.strides[0] // item if work.shape[0] > 1 else 0,
-        increments, bstrides[0] // item if target[0] > 1 else 0, inc_elem,
+        cp, work, work.strides[0] if work.shape[0] > 1 else 0,
+        increments, bstrides[0] if target[0] > 1 else 0, inc_elem,
         idx, nrows, row_size, False, kern,
     )  # fmt: skip
     if work is not out:

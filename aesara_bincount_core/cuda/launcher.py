@@ -5,9 +5,13 @@ once, in C (``c_code/bincount_cuda_launch.h``, and
 ``c_code/scatter_add_cuda_launch.h`` for the scatter-add of rows); the
 GpuBincount and GpuScatterAdd Ops compile them into their modules, and this module builds ``c_code/bincount_cuda_lib.c``
 (which includes them) with the system C compiler, once per version of the
-sources, into the kernel cache folder (:func:`nvrtc.cache_dir`), then loads
-it with ctypes.  Needs a C compiler (``$CC``, else ``cc``, ``gcc`` or
-``clang``), and neither Python's headers nor CUDA's.
+sources, into the kernel cache folder (:mod:`.disk_cache`: the file is
+compiled under a temporary name, renamed into place, and its name carries
+its size and digest, so a truncated or overwritten library is found out and
+rebuilt rather than loaded), then loads it with ctypes; a library that
+still does not load is removed and rebuilt once.  Needs a C compiler
+(``$CC``, else ``cc``, ``gcc`` or ``clang``), and neither Python's headers
+nor CUDA's.
 
 Device memory is allocated by the library through callbacks into this module
 (CuPy arrays from its memory pool, so that results are ordinary
@@ -27,7 +31,7 @@ from typing import Dict, List, Optional
 import numpy
 
 from aesara_bincount_core import _c_code
-from aesara_bincount_core.cuda import nvrtc
+from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda.errors import CODES, GpuUnavailableError, launch_error
 from aesara_bincount_core.cuda.modules import Kernels
 from aesara_bincount_core.cuda.sources import DTYPES, Accumulation
@@ -92,8 +96,9 @@ def _flags() -> List[str]:
     return flags
 
 
-def _build() -> str:
-    """Path of the library, compiled if this version is not in the cache yet."""
+def _build(rebuild: bool = False) -> str:
+    """Path of the library, compiled if this version is not in the cache yet
+    (or ``rebuild``)."""
     cc = compiler()
     if cc is None:
         raise GpuUnavailableError(
@@ -102,31 +107,47 @@ def _build() -> str:
     flags = _flags()
     h = hashlib.sha256("\0".join(cc + flags).encode())
     h.update(_c_code.sources_hash(LIBRARY_SOURCES).encode())
-    folder = nvrtc.cache_dir()
-    path = os.path.join(folder, f"libbincount_cuda-{h.hexdigest()[:16]}.so")
-    if os.path.exists(path):
-        return path
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".so")
-        os.close(fd)
-    except OSError:
+    folder = disk_cache.cache_dir()
+    stem = f"libbincount_cuda-{h.hexdigest()[:16]}"
+    found = None if rebuild else disk_cache.find(folder, stem, ".so")
+    if found is not None:
+        return found[0]
+    tmp = disk_cache.temp_path(folder, ".so")
+    if tmp is None:
         folder = tempfile.mkdtemp(prefix="aesara_bincount-")  # a read-only cache folder
-        path = os.path.join(folder, os.path.basename(path))
-        tmp = path + ".tmp"
+        tmp = os.path.join(folder, ".tmp-lib.so")
     source = _c_code.c_code_path(LIBRARY_SOURCES[0])
     cmd = [*cc, *flags, f"-I{_c_code.c_code_dir()}", "-o", tmp, source, "-ldl"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        disk_cache.remove(tmp)
         raise GpuUnavailableError(
             f"building the GPU launcher library failed:\n{' '.join(cmd)}\n{proc.stderr}"
         )
-    os.replace(tmp, path)  # atomic: processes building at once each write a whole file
+    with open(tmp, "rb") as f:
+        data = f.read()
+    # Renamed into place (atomic: processes building at once each write a whole file).
+    path = disk_cache.store(folder, stem, data, ".so", tmp=tmp)
+    if path is None:
+        raise GpuUnavailableError(f"the GPU launcher library could not be written to {folder}")
     return path
+
+
+def _open() -> ctypes.CDLL:
+    """Load the library; one that does not load is removed and rebuilt once."""
+    path = _build()
+    try:
+        return ctypes.CDLL(path)
+    except OSError as first:
+        disk_cache.remove(path)
+        path = _build(rebuild=True)
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            raise GpuUnavailableError(
+                f"the GPU launcher library {path} does not load, even rebuilt: {exc} "
+                f"(the first attempt: {first})"
+            ) from exc
 
 
 _library: Optional[ctypes.CDLL] = None
@@ -144,12 +165,12 @@ def library() -> ctypes.CDLL:
     global _library
     with _library_lock:
         if _library is None:
-            lib = ctypes.CDLL(_build())
+            lib = _open()
             if lib.bc_lib_error_size() != ctypes.sizeof(_Error):
                 raise GpuUnavailableError("the GPU launcher library's bc_cuda_error has another layout")
             lib.bc_lib_bincount.restype = ctypes.c_int
             lib.bc_lib_bincount.argtypes = [
-                _PTR, _LL, _LL, _INT, _INT,  # x
+                _PTR, _LL, _LL, _INT, _INT, _INT,  # x
                 _INT, _PTR, _LL, _LL, _INT, _INT,  # weighted, weights
                 _INT, _INT, _INT, _INT, _INT, _INT, _INT,  # scatter ... shared_itemsize
                 _LL, _LL, _ULL,  # n, capacity_hint, stream
@@ -163,16 +184,21 @@ def library() -> ctypes.CDLL:
             lib.bc_lib_buffer_elements.argtypes = [_LL, _LL, ctypes.POINTER(_LL)]
             lib.bc_lib_hist_pass.restype = ctypes.c_int
             lib.bc_lib_hist_pass.argtypes = [
-                _PTR, _LL, _LL, _INT, _INT, _LL, _PTR, _ULL, _ULL, _LL, _LL, ctypes.POINTER(_Error),
+                _PTR, _LL, _LL, _INT, _INT, _INT, _LL, _PTR, _ULL, _ULL, _LL, _LL,
+                ctypes.POINTER(_Error),
             ]  # fmt: skip
             lib.bc_lib_scatter_rows.restype = ctypes.c_int
             lib.bc_lib_scatter_rows.argtypes = [
-                _PTR, _LL, _INT,  # out
+                _PTR, _LL, _INT, _INT,  # out
                 _PTR, _LL, _LL, _INT,  # increments
                 _PTR, _LL, _LL, _INT, _INT, _INT,  # idx
                 _LL, _LL, _INT, _ULL,  # nrows, row_size, check_only, stream
                 _ULL, _ULL, _ULL, _LL,  # kernels
                 _ALLOC, _RELEASE, ctypes.c_void_p, ctypes.POINTER(_Error),
+            ]  # fmt: skip
+            lib.bc_lib_check_aligned.restype = ctypes.c_int
+            lib.bc_lib_check_aligned.argtypes = [
+                ctypes.c_char_p, _PTR, _LL, _LL, ctypes.POINTER(_Error),
             ]  # fmt: skip
             lib.bc_lib_rows_plan.restype = None
             lib.bc_lib_rows_plan.argtypes = [_LL, _LL, _LL, ctypes.POINTER(_LL)]
@@ -227,12 +253,33 @@ def _release(ctx, handle):
 
 
 def _describe(a):
-    """(ptr, length, stride in elements, ndim, device) of a CuPy array."""
+    """(ptr, length, stride in bytes, itemsize, ndim, device) of a CuPy array."""
     if a.ndim > 1:
-        return a.data.ptr, 0, 0, a.ndim, a.data.device_id
+        return a.data.ptr, 0, 0, a.itemsize, a.ndim, a.data.device_id
     length = a.shape[0] if a.ndim == 1 else 1
-    stride = a.strides[0] // a.itemsize if a.ndim == 1 else 0
-    return a.data.ptr, length, stride, a.ndim, a.data.device_id
+    stride = a.strides[0] if a.ndim == 1 else 0
+    return a.data.ptr, length, stride, a.itemsize, a.ndim, a.data.device_id
+
+
+def check_aligned(name: str, a) -> None:
+    """Raise unless the CuPy array ``a`` is aligned to its elements.
+
+    The launchers' own check (``bc_cuda_check_aligned``), run on the address
+    and every stride before CuPy itself reads ``a`` (a cast or a copy of a
+    misaligned array would fault on the GPU as the kernels would).
+
+    Raises
+    ------
+    ValueError
+        The address or a stride is not a multiple of ``a.itemsize``; the
+        message names ``name``.
+    """
+    lib = library()
+    err = _Error()
+    for stride in tuple(a.strides) or (0,):
+        if lib.bc_lib_check_aligned(name.encode(), a.data.ptr, stride, a.itemsize,
+                                    ctypes.byref(err)) != 0:  # fmt: skip
+            _raise(err)
 
 
 def bincount(cp, x, weights, n: int, scatter: bool, out_dtype: str, acc: Accumulation,
@@ -246,7 +293,10 @@ def bincount(cp, x, weights, n: int, scatter: bool, out_dtype: str, acc: Accumul
     out = numpy.dtype(out_dtype)
     buf = numpy.dtype(acc.buffer_dtype)
     x_desc = _describe(x)
-    w_desc = _describe(weights) if weights is not None else (0, 0, 0, 1, 0)
+    w_desc = (0, 0, 0, 1, 0)
+    if weights is not None:
+        w_ptr, w_length, w_stride, _, w_ndim, w_device = _describe(weights)
+        w_desc = (w_ptr, w_length, w_stride, w_ndim, w_device)
     result = (_ULL * 3)()
     err = _Error()
     call_id = next(_call_ids)
@@ -293,12 +343,12 @@ def hist_pass(cp, x, bins: int, acc: Accumulation, kernels: Kernels):
     itemsize = numpy.dtype(acc.buffer_dtype).itemsize
     elements, _ = buffer_elements(bins, itemsize)
     buf = cp.zeros(elements, dtype=acc.buffer_dtype)
-    ptr, length, stride, _, _ = _describe(x)
+    ptr, length, stride, x_itemsize, _, _ = _describe(x)
     stream = cp.cuda.get_current_stream().ptr
 
     def run():
         err = _Error()
-        if lib.bc_lib_hist_pass(ptr, length, stride, itemsize, acc.shared_itemsize, bins,
+        if lib.bc_lib_hist_pass(ptr, length, stride, x_itemsize, itemsize, acc.shared_itemsize, bins,
                                 buf.data.ptr, stream, kernels.hist, kernels.resident_blocks,
                                 kernels.shared_budget, ctypes.byref(err)) != 0:  # fmt: skip
             _raise(err)
@@ -313,19 +363,20 @@ def scatter_rows(cp, out, out_row: int, inc, inc_row: int, inc_elem: int, idx, n
 
     ``out`` (or None when ``check_only``) and ``inc`` are laid out as the
     launcher needs (rows of contiguous elements; ``inc_elem`` 0 for one value
-    per row); raises what :func:`errors.launch_error` gives.
+    per row); ``out_row`` and ``inc_row`` are the bytes between their rows.
+    Raises what :func:`errors.launch_error` gives.
     """
     lib = library()
-    idx_ptr, length, stride, _, idx_device = _describe(idx)
+    idx_ptr, length, stride, idx_itemsize, _, idx_device = _describe(idx)
     err = _Error()
     call_id = next(_call_ids)
     call = _calls[call_id] = _Call(cp)
     out_ptr, out_device = (out.data.ptr, out.data.device_id) if out is not None else (0, idx_device)
     try:
         rc = lib.bc_lib_scatter_rows(
-            out_ptr, out_row, out_device,
+            out_ptr, out_row, out_device, inc.itemsize,
             inc.data.ptr, inc_row, inc_elem, inc.data.device_id,
-            idx_ptr, length, stride, idx_device, int(idx.dtype.kind == "i"), idx.itemsize,
+            idx_ptr, length, stride, idx_device, int(idx.dtype.kind == "i"), idx_itemsize,
             nrows, row_size, int(check_only), cp.cuda.get_current_stream().ptr,
             kernels.context, kernels.check, kernels.add, kernels.resident_blocks,
             _alloc, _release, call_id, ctypes.byref(err),

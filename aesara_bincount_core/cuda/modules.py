@@ -127,6 +127,31 @@ def _current_context(drv) -> int:
     return ctx
 
 
+def _load(drv, x_dtype: str, cc: int, family: str) -> int:
+    """Compile (or read from the cache) and load one module; the handle.
+
+    An image the driver refuses (a cache entry that is valid on disk but not
+    for this driver) is removed from the cache and compiled once more; when
+    that one fails too, the error names the file.
+    """
+    lib = nvrtc.load(drv.version)
+    image = compile_module(x_dtype, cc, lib, family)
+    try:
+        return drv.load_module(image.data)
+    except _driver.CudaDriverError as first:
+        nvrtc.discard(image)
+        image = compile_module(x_dtype, cc, lib, family, refresh=True)
+        try:
+            return drv.load_module(image.data)
+        except _driver.CudaDriverError as exc:
+            raise _driver.CudaDriverError(
+                f"the {family} kernels for {x_dtype} ({image.kind} for {image.target}, "
+                f"{image.path or 'not cached'}) do not load, even compiled again: {exc} "
+                f"(the first attempt: {first})",
+                exc.code,
+            ) from exc
+
+
 def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
     """The kernels of ``family`` for ``x_dtype`` in the current context,
     compiled and loaded once (``family``: a key of :data:`sources.FAMILIES`).
@@ -134,7 +159,8 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
     Raises
     ------
     nvrtc.NvrtcError, driver.CudaDriverError
-        No NVRTC (or one newer than the driver), no driver, a failed load.
+        No NVRTC (or one newer than the driver), no driver, a failed load
+        (after one fresh compile; the message names the cached file).
     """
     drv = _driver.driver()
     ctx = _current_context(drv)
@@ -146,7 +172,7 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
         dev = drv.current_device()
         cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        image = compile_module(x_dtype, cc, nvrtc.load(drv.version), family)
+        module = _load(drv, x_dtype, cc, family)
         mod = DeviceModule(
             context=ctx,
             device=dev,
@@ -158,7 +184,7 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
                 _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev
             ),
             total_memory=drv.total_memory(dev),
-            module=drv.load_module(image.data),
+            module=module,
         )
         _modules[key] = mod
         return mod

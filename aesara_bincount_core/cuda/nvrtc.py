@@ -21,14 +21,17 @@ the error says so.
 
 Caching
 -------
-:func:`compile_cached` keeps each image in memory and on disk, under
-``$AESARA_BINCOUNT_CACHE`` or ``$XDG_CACHE_HOME/aesara_bincount`` (default
+:func:`compile_cached` keeps each image in memory and on disk, in the folder
+of :func:`disk_cache.cache_dir` (``$AESARA_BINCOUNT_CACHE``, else
 ``~/.cache/aesara_bincount``).  The file name holds a SHA-256 of everything
 that affects the output (source and header texts, options, target, NVRTC
-version).  A file is written under a temporary name and renamed into place,
-which is atomic: processes that compile the same image at once each write a
-complete file and the last rename wins.  Within a process a lock per image
-makes other threads wait for the first compilation.
+version), then the size and digest of the image itself, so an entry that was
+overwritten or cut short is found out, removed and compiled again (see
+:mod:`.disk_cache`, which also writes atomically and never blocks on a
+FIFO).  An image that the driver still refuses to load is removed with
+:func:`discard` and compiled once more by its caller
+(:func:`modules.device_module`).  Within a process a lock per image makes
+other threads wait for the first compilation.
 """
 import ctypes
 import ctypes.util
@@ -36,10 +39,11 @@ import glob
 import hashlib
 import os
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from aesara_bincount_core.cuda import disk_cache
 
 __all__ = [
     "NvrtcError",
@@ -49,6 +53,7 @@ __all__ = [
     "load",
     "cache_dir",
     "compile_cached",
+    "discard",
 ]
 
 
@@ -71,12 +76,16 @@ class CompiledImage:
     log : str
         NVRTC's log (warnings), usually empty; kept in the cache beside the
         image, so an image read from the cache still has it.
+    path : str or None
+        The cache file the image was read from or written to (None when the
+        cache folder is not writable).
     """
 
     data: bytes
     kind: str
     target: str
     log: str
+    path: Optional[str] = None
 
 
 def _wheel_dirs() -> List[str]:
@@ -305,12 +314,8 @@ def load(driver_version: Optional[int] = None) -> Nvrtc:
 
 
 def cache_dir() -> str:
-    """The folder of the on-disk cache of compiled images."""
-    explicit = os.environ.get("AESARA_BINCOUNT_CACHE")
-    if explicit:
-        return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "aesara_bincount")
+    """The folder of the on-disk cache of compiled images (:func:`disk_cache.cache_dir`)."""
+    return disk_cache.cache_dir()
 
 
 _memory: Dict[str, CompiledImage] = {}
@@ -318,30 +323,14 @@ _key_locks: Dict[str, threading.Lock] = {}
 _keys_lock = threading.Lock()
 
 
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    except OSError:
-        return  # a read-only cache folder: keep the image in memory only
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+def discard(image: CompiledImage) -> None:
+    """Forget ``image``: drop it from the memory cache and remove its file,
+    so that the next :func:`compile_cached` of its key compiles again."""
+    with _keys_lock:
+        for key in [k for k, v in _memory.items() if v is image]:
+            del _memory[key]
+    if image.path:
+        disk_cache.remove(image.path)
 
 
 def compile_cached(
@@ -351,6 +340,7 @@ def compile_cached(
     options: Sequence[str] = (),
     headers: Optional[Dict[str, str]] = None,
     nvrtc: Optional[Nvrtc] = None,
+    refresh: bool = False,
 ) -> CompiledImage:
     """Compile ``source`` for compute capability ``cc`` (e.g. 90), with caching.
 
@@ -366,6 +356,9 @@ def compile_cached(
         Include name -> text.
     nvrtc : Nvrtc, optional
         The library; :func:`load` by default.
+    refresh : bool
+        Compile even when the image is cached (in memory or on disk), and
+        replace the cached one: for an image the driver refused.
 
     Returns
     -------
@@ -389,16 +382,19 @@ def compile_cached(
     with _keys_lock:
         lock = _key_locks.setdefault(key, threading.Lock())
     with lock:
-        if key in _memory:
+        if key in _memory and not refresh:
             return _memory[key]
-        stem = os.path.splitext(os.path.basename(name))[0]
-        path = os.path.join(cache_dir(), f"{stem}-{arch}-{key}.{kind}")
-        data = _read(path)
-        log = (_read(path + ".log") or b"").decode(errors="replace")
-        if not data:
+        stem = f"{os.path.splitext(os.path.basename(name))[0]}-{arch}-{key}"
+        folder = cache_dir()
+        found = None if refresh else disk_cache.find(folder, stem, "." + kind)
+        if found is not None:
+            path, data = found
+            logged = disk_cache.find(folder, stem, ".log")
+            log = logged[1].decode(errors="replace") if logged else ""
+        else:
             data, log = nvrtc.compile(source, name, full_options, headers, kind)
-            _write_atomically(path + ".log", log.encode())
-            _write_atomically(path, data)
-        image = CompiledImage(data=data, kind=kind, target=arch, log=log)
+            disk_cache.store(folder, stem, log.encode(), ".log")
+            path = disk_cache.store(folder, stem, data, "." + kind)
+        image = CompiledImage(data=data, kind=kind, target=arch, log=log, path=path)
         _memory[key] = image
         return image

@@ -133,6 +133,10 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
             return make("c64", "uint64", 4, None)
         return make("c32", "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
     inc = DTYPES[out_dtype][1]
+    if out_dtype == "float32":
+        # Summed in float64 outside shared memory: native double atomics
+        # instead of float32 compare-and-swap loops (bincount_cuda_kernel.cu).
+        return make(inc, "float64", 4, "bincount_finish_f64_f32")
     if out_dtype.startswith("float"):
         return make(inc, out_dtype, size // 8, None)
     if size == 64:
@@ -176,7 +180,11 @@ def module_options(x_dtype: str) -> Tuple[str, ...]:
 
 
 def compile_module(
-    x_dtype: str, cc: int, nvrtc_lib: Optional[nvrtc.Nvrtc] = None, family: str = "hist"
+    x_dtype: str,
+    cc: int,
+    nvrtc_lib: Optional[nvrtc.Nvrtc] = None,
+    family: str = "hist",
+    refresh: bool = False,
 ):
     """Compile (or fetch from the cache) one family's kernels for one dtype of x.
 
@@ -191,6 +199,8 @@ def compile_module(
     family : str
         ``"hist"`` (the histogram and conversion kernels) or ``"rows"`` (the
         scatter-add of rows); see :data:`FAMILIES`.
+    refresh : bool
+        Compile again even when cached (:func:`nvrtc.compile_cached`).
 
     Returns
     -------
@@ -208,4 +218,5 @@ def compile_module(
         module_options(x_dtype),
         headers={h: _c_code.read_source(h) for h in (KERNEL_HEADER, DEVICE_HEADER)},
         nvrtc=nvrtc_lib,
+        refresh=refresh,
     )

@@ -265,6 +265,30 @@ def test_a_failed_launch_raises_and_the_next_call_works():
     check(x)
 
 
+def test_a_call_inside_a_cuda_graph_capture_raises():
+    """Each call waits for its stream once, which a CUDA graph capture forbids:
+    cuStreamIsCapturing is asked first, and nothing is queued."""
+    if not EMULATED:
+        pytest.skip("the fake driver pretends a capture is under way")
+    import ctypes
+
+    lib = ctypes.CDLL(os.environ["AESARA_BINCOUNT_LIBCUDA"])
+    cp = cupy()
+    x = cp.asarray(np.arange(100, dtype="int32") % 7)
+    base, inc = cp.asarray(np.zeros((7, 2))), cp.asarray(np.ones((100, 2)))
+    check(np.arange(100, dtype="int32") % 7)  # the kernels are loaded
+    lib.fake_cuda_set_capturing(1)
+    try:
+        with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+            kernels.bincount_cupy(x)
+        with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+            kernels.scatter_add_cupy(base, inc, x, inplace=True)
+    finally:
+        lib.fake_cuda_set_capturing(0)
+    assert not to_host(base).any()
+    check(np.arange(100, dtype="int32") % 7)
+
+
 # -- the scatter-add of rows (scatter_add_cupy) ------------------------------------------
 
 

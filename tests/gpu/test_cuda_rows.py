@@ -76,9 +76,10 @@ def test_forms_run_on_the_gpu_with_one_wait(form, ndim):
     expected = expected_rows(np.zeros_like(base) if form == "zeros" else base, inc, idx)
     np.testing.assert_array_equal(got, expected)  # small integers: exact in any order
     if EMULATED:
-        launches, syncs = (counts() - before)[:2]
+        launches, syncs, _, memsets = (counts() - before)[:4]
         assert launches == 2, "a check and an add"
         assert syncs == 1, "the one wait of the call (the reads of the result are NumPy copies)"
+        assert memsets == 1, "the status is zeroed by cuMemsetD32Async"
 
 
 #: (name, base view, increments given as (array, index), why)
@@ -221,6 +222,27 @@ def test_float32_subnormals_are_kept():
     assert (got[1] == 0).all()
 
 
+
+@pytest.mark.parametrize("form,dtype", [("base", "float32"), ("inplace", "float64")])
+@pytest.mark.parametrize("d", [1, 3, 40])
+def test_signed_zeros_as_np_add_at(form, dtype, d):
+    """-0.0 is the additive identity: a -0.0 base that receives only -0.0 stays
+    -0.0, one +0.0 among its terms makes it +0.0 (np.add.at; the running sums
+    used to start at +0.0, which turned every such row into +0.0)."""
+    case = rows_case(GPU, form, dtype, 2, dtype, 2, "int64")
+    base = np.full((5, d), -0.0, dtype=dtype)
+    base[1] = 0.0
+    inc = np.full((8, d), -0.0, dtype=dtype)
+    inc[6] = 0.0
+    # rows 0 and 2: -0.0 + -0.0 ...; row 1: +0.0 base; row 3: one +0.0 increment; row 4: untouched
+    idx = np.array([0, 0, 1, 2, 2, 2, 3, 3])
+    got = case.run(base, inc, idx)
+    expected = expected_rows(base, inc, idx)
+    assert np.signbit(expected[[0, 2, 4]]).all() and not np.signbit(expected[[1, 3]]).any()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    np.testing.assert_array_equal(got, expected)
+
+
 # -- errors -----------------------------------------------------------------------------
 
 
@@ -248,7 +270,29 @@ def test_bad_index_raises_before_anything_is_written(form, idx_dtype, bad):
     before = counts() if EMULATED else None
     _fails_and_keeps(case, base, inc, idx, IndexError, nrows=7)
     if EMULATED:
-        assert (counts() - before)[0] == 1, "the check kernel only: no add was launched"
+        launches, memsets = (counts() - before)[[0, 3]]
+        assert launches == 2, "the check and the add, queued together (the add exits at once)"
+        assert memsets == 1, "the status is zeroed by cuMemsetD32Async"
+
+
+@needs_emulation
+def test_a_call_inside_a_cuda_graph_capture_raises_and_queues_nothing():
+    """The call waits for its stream once, which a CUDA graph capture forbids:
+    it checks cuStreamIsCapturing first and raises, with nothing queued."""
+    case = rows_case(GPU, "inplace", "float64", 2, "float64", 2, "int64")
+    base = RNG.integers(-9, 9, (5, 2)).astype("float64")
+    inc, idx = np.ones((3, 2)), np.array([0, 4, 4])
+    case.run(base, inc, idx)  # the kernels of this context are loaded
+    before = counts()
+    driver().fake_cuda_set_capturing(1)
+    try:
+        with pytest.raises(RuntimeError, match="captured into a CUDA graph"):
+            case.run(base, inc, idx)
+    finally:
+        driver().fake_cuda_set_capturing(0)
+    assert (counts() - before)[[0, 1, 3]].tolist() == [0, 0, 0], "nothing queued, no wait"
+    np.testing.assert_array_equal(GPU.get(case.W), base)
+    np.testing.assert_array_equal(case.run(base, inc, idx), expected_rows(base, inc, idx))
 
 
 @pytest.mark.parametrize("form", ["zeros", "base", "inplace"])
@@ -272,8 +316,10 @@ def test_negative_shape_of_the_zero_filled_base():
 @needs_emulation
 @pytest.mark.parametrize("which, error", [(0, RuntimeError), (3, RuntimeError)])
 def test_failed_driver_calls_leave_the_base_unchanged(which, error):
-    """A failed launch of the check (0) or a failed wait (3): RuntimeError,
-    the base as it was, and the next call works."""
+    """A failed launch of the check (0): RuntimeError, the base as it was.  A
+    failed wait (3), which comes after the check, the copy of its status and
+    the adds were queued: RuntimeError (the adds may have run; on a GPU the
+    wait fails only when the context is lost).  Either way the next call works."""
     case = rows_case(GPU, "inplace", "float64", 2, "float64", 2, "int64")
     base = RNG.integers(-9, 9, (5, 2)).astype("float64")
     inc = np.ones((3, 2))
@@ -281,7 +327,8 @@ def test_failed_driver_calls_leave_the_base_unchanged(which, error):
     driver().fake_cuda_fail_next(which, 999)
     with pytest.raises(error, match="on the GPU"):
         case.run(base, inc, idx)
-    np.testing.assert_array_equal(GPU.get(case.W), base)
+    if which == 0:
+        np.testing.assert_array_equal(GPU.get(case.W), base)
     np.testing.assert_array_equal(case.run(base, inc, idx), expected_rows(base, inc, idx))
 
 

@@ -195,6 +195,17 @@ inline thread_local bool in_kernel = false;
 /* __ldcs calls, by the width of what they load (1 ... 16 bytes). */
 inline std::atomic<long long> load_counts[17];
 
+/* Set when a load or an atomic of a kernel was not aligned to its size (a
+ * GPU faults with CUDA_ERROR_MISALIGNED_ADDRESS; the fake driver makes that
+ * a sticky error of the context after the launch). */
+inline std::atomic<bool> misaligned{false};
+
+inline void check_aligned(const void *p, size_t size)
+{
+    if (reinterpret_cast<uintptr_t>(p) % size != 0)
+        misaligned.store(true, std::memory_order_relaxed);
+}
+
 /* One CUDA thread of the block a runner is running. */
 struct fiber {
     context ctx;
@@ -473,6 +484,7 @@ template <typename T> inline T __ldcs(const T *p)
 {
     static_assert(sizeof(T) <= 16, "load wider than 16 bytes");
     emu::load_counts[sizeof(T)].fetch_add(1, std::memory_order_relaxed);
+    emu::check_aligned(p, sizeof(T));
     return *p;
 }
 
@@ -518,6 +530,7 @@ inline int __all_sync(unsigned mask, int predicate)
 template <typename T> inline T atomicAdd(T *p, T v)
 {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomicAdd on 4- or 8-byte words only");
+    emu::check_aligned(p, sizeof(T));
     if constexpr (std::is_floating_point_v<T>) {
         /* float, double: compare-and-swap on the bits; a global float add
          * flushes subnormals as atom.global.add.f32 does */
@@ -541,6 +554,7 @@ template <typename T> inline T atomicCAS(T *p, T compare, T value)
 {
     static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
                   "atomicCAS on 4- or 8-byte integers only");
+    emu::check_aligned(p, sizeof(T));
     __atomic_compare_exchange_n(p, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;
 }

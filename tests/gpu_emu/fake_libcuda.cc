@@ -10,7 +10,11 @@
  * It checks what the real driver checks that matters here: block shape,
  * dynamic shared memory against the function's limit, module images that
  * look like CUBIN or PTX, kernel names, and that a function is launched in
- * the context whose module it came from.
+ * the context whose module it came from.  A kernel that would access memory
+ * misaligned for its dtypes (its arrays' addresses, checked at the launch,
+ * and each load and atomic, checked by cuda_emu.h as it runs) fails as on a
+ * GPU: CUDA_ERROR_MISALIGNED_ADDRESS, a sticky error that every later call
+ * returns (fake_cuda_sticky reads and clears it).
  *
  * Devices and contexts: FAKE_CUDA_DEVICES devices (default 2), each with one
  * context; a thread's current device is 0 until fake_cuda_set_device (the
@@ -57,6 +61,7 @@ enum {
     ERR_INVALID_HANDLE = 400,
     ERR_NOT_FOUND = 500,
     ERR_LAUNCH_TIMEOUT = 702,
+    ERR_MISALIGNED_ADDRESS = 716,
 };
 
 constexpr int MAX_DEVICES = 8;
@@ -66,6 +71,17 @@ struct kernel_entry {
     void *fn;
     int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params */
 };
+
+/* Bytes of the dtype whose short name (i8 ... f64) ends the kernel name
+ * `name` (0 for c32 / c64: a count, no weights). */
+int dtype_size(const std::string &name)
+{
+    const size_t at = name.find_last_of('_');
+    const std::string s = name.substr(at + 1);
+    if (s[0] == 'c')
+        return 0;
+    return std::atoi(s.c_str() + 1) / 8;
+}
 
 #define H(XN, IN) {"bincount_hist_" #XN "_" #IN, (void *)&bincount_hist_##XN##_##IN, 0},
 #define R(XN, ON) {"scatter_rows_add_" #XN "_" #ON, (void *)&scatter_rows_add_##XN##_##ON, 2},
@@ -82,6 +98,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u32_u16", (void *)&bincount_finish_u32_u16, 1},
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
+    {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
 };
 #undef H
 #undef R
@@ -108,6 +125,10 @@ bool tables_ready = false;
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
 long long counters[8];                          /* see fake_cuda_counters */
+/* The sticky error of the (every) context: after a kernel made a misaligned
+ * access, every later call that uses the context fails with it, as on a GPU,
+ * until the test clears it (fake_cuda_sticky). */
+std::atomic<int> sticky{0};
 int fail_call = -1, fail_code = 0, fail_skip = 0;
 thread_local int current_device = 0;
 
@@ -277,6 +298,12 @@ int fake_cuda_syncs_waiting(void)
     return syncs_waiting;
 }
 
+/* Test API: the sticky error (0 when none); cleared when `clear`. */
+int fake_cuda_sticky(int clear)
+{
+    return clear ? sticky.exchange(0) : sticky.load();
+}
+
 /* Test API: __ldcs calls of the kernels by width in bytes (out[1] ... out[16]). */
 void fake_cuda_load_counts(long long *out)
 {
@@ -311,6 +338,9 @@ CUresult cuGetErrorName(CUresult code, const char **name)
     case ERR_LAUNCH_TIMEOUT:
         *name = "CUDA_ERROR_LAUNCH_TIMEOUT";
         break;
+    case ERR_MISALIGNED_ADDRESS:
+        *name = "CUDA_ERROR_MISALIGNED_ADDRESS";
+        break;
     default:
         *name = "CUDA_ERROR_FAKE";
     }
@@ -328,6 +358,9 @@ CUresult cuGetErrorString(CUresult code, const char **text)
         break;
     case ERR_LAUNCH_TIMEOUT:
         *text = "the fake driver waited 30 s for the stream";
+        break;
+    case ERR_MISALIGNED_ADDRESS:
+        *text = "a kernel made a misaligned memory access (sticky: the context is lost)";
         break;
     default:
         *text = "an error injected by the fake driver";
@@ -463,6 +496,8 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
 {
     CUresult code;
     (void)stream;
+    if (sticky.load())
+        return sticky.load();
     if (injected(0, &code))
         return code;
     const function_entry *f = as_function(func);
@@ -488,6 +523,28 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
             counters[7] = shared;
         }
     }
+    /* The addresses a kernel's loads start from, against its dtypes (a
+     * misaligned one faults at once on a GPU; the kernels' own loads and
+     * atomics are checked as they run, by cuda_emu.h). */
+    const std::string name = k->name;
+    bool misaligned = false;
+    if (k->finish == 2) {
+        const bc_rows_params &p = *(const bc_rows_params *)params[0];
+        const bool check = name.find("_check_") != std::string::npos;
+        const int isize = dtype_size(check ? name : name.substr(0, name.find_last_of('_')));
+        const int osize = check ? 0 : dtype_size(name);
+        misaligned = (isize && p.idx % isize) || (osize && p.n > 0 && p.row_size > 0 &&
+                                                  (p.out % osize || p.inc % osize));
+    } else if (k->finish == 0) {
+        const bc_hist_params &p = *(const bc_hist_params *)params[0];
+        const std::string head = name.substr(0, name.find_last_of('_'));
+        const int xsize = dtype_size(head), wsize = dtype_size(name);
+        misaligned = p.size > 0 && (p.x % xsize || (wsize && p.w % wsize));
+    }
+    if (misaligned) {
+        sticky.store(ERR_MISALIGNED_ADDRESS);
+        return OK; /* reported by the next call, as the asynchronous fault is */
+    }
     if (k->finish == 2)
         emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
                     shared);
@@ -497,11 +554,15 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     else
         emu::launch((void (*)(bc_hist_params))k->fn, *(const bc_hist_params *)params[0], gx, bx,
                     shared);
+    if (emu::misaligned.exchange(false))
+        sticky.store(ERR_MISALIGNED_ADDRESS);
     return OK;
 }
 
 CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, void *stream)
 {
+    if (sticky.load())
+        return sticky.load();
     CUresult code;
     (void)stream;
     if (injected(1, &code))
@@ -516,6 +577,8 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, 
 
 CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, void *stream)
 {
+    if (sticky.load())
+        return sticky.load();
     CUresult code;
     (void)stream;
     if (injected(2, &code))
@@ -529,6 +592,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, v
 CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t bytes,
                               void *stream)
 {
+    if (sticky.load())
+        return sticky.load();
     (void)stream;
     std::memmove((void *)dst, (const void *)src, bytes);
     std::lock_guard<std::mutex> g(lock);
@@ -538,6 +603,8 @@ CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, si
 
 CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
 {
+    if (sticky.load())
+        return sticky.load();
     (void)stream;
     if (fn == nullptr)
         return ERR_INVALID_VALUE;
@@ -546,8 +613,27 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     return OK;
 }
 
+/* Test API: make cuStreamIsCapturing report `status` (1: a CUDA graph capture
+ * is under way on every stream; 0: none). */
+int capture_status = 0;
+void fake_cuda_set_capturing(int status)
+{
+    capture_status = status;
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *status)
+{
+    (void)stream;
+    if (sticky.load())
+        return sticky.load();
+    *status = capture_status;
+    return OK;
+}
+
 CUresult cuStreamSynchronize(void *stream)
 {
+    if (sticky.load())
+        return sticky.load();
     CUresult code;
     (void)stream;
     if (injected(3, &code))

@@ -88,16 +88,42 @@ def _set_device(device: int) -> None:
 
 
 class _Memory:
-    def __init__(self, array):
-        self.ptr = array.__array_interface__["data"][0]
+    """``a.data``: the address of element 0, CuPy's ``MemoryPointer``.
+
+    ``data + k`` is the address ``k`` bytes further, in the same memory (for
+    ``ndarray(shape, dtype, memptr=...)``, as CuPy allows, at any offset).
+    """
+
+    def __init__(self, array, offset=0):
+        self._owner = array
+        self.ptr = array.__array_interface__["data"][0] + offset
         self.device_id = getattr(array, "_device", 0)
+
+    def __add__(self, offset):
+        return _Memory(self._owner, self.ptr - self._owner.__array_interface__["data"][0] + int(offset))
 
     def copy_from_device_async(self, src, nbytes, stream=None):
         ctypes.memmove(self.ptr, src.ptr, nbytes)
 
 
 class ndarray(_np.ndarray):
-    """A "device" array: NumPy memory with CuPy's attributes."""
+    """A "device" array: NumPy memory with CuPy's attributes.
+
+    ``ndarray(shape, dtype)`` allocates, as CuPy does; ``ndarray(shape,
+    dtype, memptr=a.data + k, strides=...)`` views the memory of the
+    C-contiguous ``a`` from byte ``k`` on, at any offset (a misaligned view
+    when ``k`` is not a multiple of the itemsize).
+    """
+
+    def __new__(cls, shape, dtype=float, memptr=None, strides=None, order="C"):
+        if memptr is None:
+            return _new(shape, dtype, order)
+        owner = memptr._owner
+        raw = _np.asarray(owner).view(_np.ndarray).reshape(-1).view(_np.uint8)
+        offset = memptr.ptr - raw.__array_interface__["data"][0]
+        a = _np.ndarray.__new__(cls, shape, dtype, buffer=raw, offset=offset, strides=strides)
+        a._device = getattr(owner, "_device", _current_device())
+        return a
 
     def __array_finalize__(self, obj):
         self._device = getattr(obj, "_device", _current_device())
