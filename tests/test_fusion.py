@@ -297,3 +297,27 @@ def test_gradient_of_fused_weights():
     got_v, got_th = f(xv, vv, 0.5, cv)
     np.testing.assert_allclose(got_v, 0.5 * cv[xv])
     np.testing.assert_allclose(got_th, (cv[xv] * vv).sum())
+
+
+def test_length_one_inputs_broadcast_as_in_aesara():
+    """An input of the elementwise graph with length 1 when the function runs
+    is broadcast, as Aesara 2.9's Elemwise broadcasts it; other lengths that
+    differ raise the unfused graph's ValueError (in the fused node's words)."""
+    x, y = at.lvector("x"), at.lvector("y")
+    v, u = at.dvector("v"), at.dvector("u")
+    outs = [bincount(x + y), bincount(x, weights=v * u), at.inc_subtensor(at.zeros(16)[x * y], v + u)]
+    fused = aesara.function([x, y, v, u], outs, mode=FUSED)
+    unfused = aesara.function([x, y, v, u], outs, mode=UNFUSED)
+    assert sum(t is FusedBincount for t in _ops(fused)) == 3, _ops(fused)
+    xs, vs = np.array([1, 2, 3, 0]), np.array([0.5, -0.0, 2.0, 1.5])
+    for ys, us in (([2], [2.0]), ([1, 0, 2, 3], [3.0]), ([2], [1.0, 2.0, 3.0, 4.0]), ([5, 1, 0, 2], [1.5] * 4)):
+        ys, us = np.array(ys), np.array(us)
+        _assert_same_outcome(fused, unfused, xs, ys, vs, us)
+        want = [np.bincount(xs + ys), np.bincount(xs, weights=vs * us), np.zeros(16)]
+        np.add.at(want[2], xs * ys, vs + us)
+        for got, w in zip(fused(xs, ys, vs, us), want):
+            np.testing.assert_array_equal(got, w)
+    with pytest.raises(ValueError):
+        fused(xs, np.array([1, 2]), vs, np.array([1.0]))
+    with pytest.raises(ValueError):
+        fused(np.array([0]), np.array([1, 2]), np.array([1.0, 2.0]), np.array([1.0]))
