@@ -452,18 +452,7 @@ static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
 /* Threads for a call over `size` elements (as bincount_cpu.c). */
 static int APPLY_SPECIFIC(bc_f_threads)(npy_intp size)
 {
-#ifdef _OPENMP
-    int t;
-    if (size < BC_F_OMP_MIN_N || omp_in_parallel())
-        return 1;
-    t = omp_get_max_threads();
-    if ((npy_intp)t > size / (BC_F_OMP_MIN_N / 2))
-        t = (int)(size / (BC_F_OMP_MIN_N / 2));
-    return t < 1 ? 1 : t > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : t;
-#else
-    (void)size;
-    return 1;
-#endif
+    return bc_pool_threads((double)size, (double)BC_F_OMP_MIN_N, (double)(BC_F_OMP_MIN_N / 2));
 }
 
 /* Histograms and tasks for nt threads; 0, or -1 when out of memory. */
