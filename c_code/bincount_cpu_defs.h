@@ -201,15 +201,7 @@ typedef struct {
 /* Is v a value this form refuses (negative or too large, or out of [-n, n))? */
 static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
 {
-    int negative = BC_X_SIGNED && bc_as_i64(v) < 0;
-#if BC_SCATTER
-    if (negative)
-        return bc_as_i64(v) < -(npy_int64)n;
-    return bc_as_u64(v) >= (npy_uint64)n;
-#else
-    (void)n;
-    return negative || bc_as_u64(v) >= (npy_uint64)NPY_MAX_INTP;
-#endif
+    return bc_value_is_bad(BC_X_SIGNED && bc_as_i64(v) < 0, bc_as_i64(v), bc_as_u64(v), BC_SCATTER, n);
 }
 
 /* Serial scan that sets the Python exception for a refused x, in the order of
