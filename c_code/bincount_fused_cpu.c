@@ -3,11 +3,11 @@
  * a bincount (or 1-D scatter-add onto zeros) whose x, or weights, or both, are
  * computed inline from the inputs of an elementwise graph, which is never
  * stored as an array.  This file is the driver: threads, plan, the runs on
- * the pool, the merge, the checks of the inputs, the entry point.  Neighbours:
- * bincount_fused_cpu_loops.h (this Op's per-instantiation part: the defaults
- * of the generated macros, the context, the counting loops, the serial error
- * scan), bincount_cpu.c (the plain Bincount, whose forms and
- * errors this file follows), bincount_common.h (messages, checks,
+ * the pool, the merge, the checks of the inputs, the entry point.
+ * Neighbours: bincount_fused_cpu_loops.h (this Op's per-instantiation part:
+ * the defaults of the generated macros, the context, the counting loops, the
+ * serial error scan), bincount_cpu.c (the plain Bincount, whose forms and
+ * errors this file follows), bincount_common.h (messages, checks, range test,
  * allocation), bincount_pool.h (the worker pool and its thread count); the
  * scalar code comes from aesara_bincount_core/scalar_codegen.py through the
  * Op.

@@ -4,11 +4,10 @@
  * generates, the tuning constants, the private histogram and the call
  * context, the counting loops (fast groups of eight, the slow path, a task),
  * the serial scan that raises the error, and the weight of a broadcast
- * weight.  Neighbours: bincount_fused_cpu.c (the driver, which
- * #includes this file, documents the generated macros and the errors, and
- * merges the histograms),
- * bincount_common.h (messages, range test, allocation), bincount_pool.h (the
- * worker pool).
+ * weight.  Neighbours: bincount_fused_cpu.c (the driver, which #includes
+ * this file, documents the generated macros and the errors, and merges the
+ * histograms), bincount_common.h (messages, range test, allocation),
+ * bincount_pool.h (the worker pool).
  *
  * Algorithm: x is cut into tasks that the calling thread and the pool's
  * workers claim (bincount_pool.h).  A task goes through its slice in groups
