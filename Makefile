@@ -150,39 +150,16 @@ fuzz-long: $(STAMP)
 test-large: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
-## The CPU tests with the C code built under AddressSanitizer and
-## UndefinedBehaviorSanitizer (gcc's libasan and libubsan; Debian: libasan8,
-## libubsan1, which come with gcc).  A compile directory of its own keeps the
-## sanitized modules apart from the normal ones.  Python is not built with
-## ASan, so its runtime is preloaded.  pytest captures only Python-level
-## output, so that a report written to stderr stays visible.  Leak detection
-## is off (Python keeps its allocations at exit; tests/test_leaks.py covers
-## leaks), and so are the tests that measure memory or run for minutes, and
-## the docs build (matplotlib's C++ exceptions abort under a preloaded ASan).
-SAN_CXX ?= g++
-SAN_DIR := $(CURDIR)/.cache/aesara-sanitize
-SAN_LOG := $(CURDIR)/.cache/sanitize-logs
-SAN_FLAGS := -fsanitize=address -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-sanitize: $(STAMP)
-	@rt="$$($(SAN_CXX) -print-file-name=libasan.so)"; \
-	if [ ! -e "$$rt" ]; then \
-	  echo "make sanitize needs the AddressSanitizer runtime of $(SAN_CXX) (libasan; Debian/Ubuntu: apt-get install libasan8 libubsan1)"; \
-	  exit 1; \
-	fi; \
-	rm -rf "$(SAN_LOG)"; mkdir -p "$(SAN_LOG)"; \
-	echo "sanitizers: LD_PRELOAD=$$rt, compiledir $(SAN_DIR), reports in $(SAN_LOG)"; \
-	AESARA_FLAGS="gcc__cxxflags=$(SAN_FLAGS),compiledir=$(SAN_DIR),blas__ldflags=" \
-	ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:log_path=$(SAN_LOG)/asan:$$ASAN_OPTIONS" \
-	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$(SAN_LOG)/ubsan:$$UBSAN_OPTIONS" \
-	AESARA_BINCOUNT_SANITIZE=1 \
-	LD_PRELOAD="$$rt" \
-	$(PY) -m pytest -p no:cacheprovider --capture=sys -m "not slow and not aesara_suite and not gpu and not docs" \
-	  --ignore=tests/test_leaks.py $(PYTEST_ARGS); \
-	status=$$?; \
-	if ls "$(SAN_LOG)"/* >/dev/null 2>&1; then \
-	  echo "=== sanitizer reports ==="; cat "$(SAN_LOG)"/*; status=1; \
-	fi; \
-	exit $$status
+## The test-suite with our C code built under AddressSanitizer and
+## UndefinedBehaviorSanitizer (the CPU Ops; the GPU Ops' host C and the kernel
+## layer's library on the emulated GPU cases of tests/test_sanitize.py), with
+## g++'s libasan and libubsan (Debian: libasan8, libubsan1, which come with
+## gcc).  Aesara's own modules compile as usual; all go to a compile directory
+## of their own.  tests/sanitizer.py does the set-up (the preloaded runtime,
+## the options, the selection and what it leaves out, the reports, which fail
+## the run); make test runs a small part of it (tests/test_sanitize.py).
+sanitize: $(DOCS_STAMP)
+	$(PY) tests/sanitizer.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PY312_VENV) build dist *.egg-info .pytest_cache .hypothesis docs/_build .cache .gpu-check gpu-check-out

@@ -76,7 +76,7 @@ class ScatterAdd(OpenMPCFileOp):
     :func:`numpy.add.at`: duplicate indices accumulate; a negative index
     wraps once, Python style.  Integer sums wrap modulo ``2**bits``.  Float
     sums are taken in the output dtype; one thread, and the split by row
-    with OpenMP (wide rows), add in index order, as NumPy does; the split by
+    with OpenMP (wide rows of an output of 32 MiB or more), add in index order, as NumPy does; the split by
     index (narrow rows, few against the increments) adds the blocks of
     ``idx``, dealt out in turn, into one partial sum per thread, so float
     results can then differ from :func:`numpy.add.at` in the last bits, and

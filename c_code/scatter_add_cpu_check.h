@@ -64,6 +64,9 @@
 #ifndef SA_ROWS_MIN_BYTES
 #define SA_ROWS_MIN_BYTES 256 /* split by row when a row has this many bytes or more */
 #endif
+#ifndef SA_ROWS_MIN_OUT_BYTES
+#define SA_ROWS_MIN_OUT_BYTES (32 << 20) /* ... and out has this many bytes or more (else one thread) */
+#endif
 #ifndef SA_ROWS_BLOCK
 #define SA_ROWS_BLOCK 8 /* ... dealing out blocks of this many rows in turn */
 #endif

@@ -17,14 +17,22 @@
  * never waits on a worker that has not started (on busy cores it does the
  * work alone), only for a block in progress; after a stall (a worker
  * preempted in the middle of a block) calls run the serial loop for a while.
- *   by row, when rows are wide (SA_ROWS_MIN_BYTES): a lane is an owner of
+ *   by row, when rows are wide (SA_ROWS_MIN_BYTES) and out is larger than a
+ *     last-level cache (SA_ROWS_MIN_OUT_BYTES): a lane is an owner of
  *     rows of out, blocks of SA_ROWS_BLOCK rows dealt out in turn (so that
  *     the hot rows of a skewed index, such as the first rows of a
  *     vocabulary sorted by frequency, are shared out); it walks every block
  *     of idx and adds the rows it owns.  Reading idx once per owner costs
  *     little against wide rows, and nothing else is read or written twice.
  *     Each row receives its increments in index order, so the result is the
- *     serial one, bit for bit.
+ *     serial one, bit for bit.  Wide rows of a smaller out run on one
+ *     thread: its rows stay in cache and the call streams the increments
+ *     from memory, which a second thread does not speed up; split by row,
+ *     the (N, V, D) = (1e5, 1e4, 64) cells ran at 0.77x (float64) and 0.74x
+ *     (float32) the speed of one thread on a quiet 2-core machine (issue
+ *     21; the likely costs: each owner's pass over idx, with a branch per
+ *     index that cannot be predicted, on top of a stream that one thread
+ *     already nearly saturates).
  *   by thread (privatized rows), for narrow rows: two runs of the pool.
  *     First the blocks of idx, dealt out in turn to the lanes: lane 0 adds
  *     into out, lane t into private copy t - 1 of out (starting at 0, or -0.0
@@ -314,8 +322,9 @@ static int APPLY_SPECIFIC(sa_run)(const SA_CTX *c)
         const double inc_bytes = (double)c->n * (double)rowbytes;
         const double priv_bytes = (double)(nt - 1) * (double)c->nrows * (double)rowbytes;
         const npy_intp block = SA_TASK_BYTES / rowbytes > 0 ? SA_TASK_BYTES / rowbytes : 1;
-        const int by_row = rowbytes >= SA_ROWS_MIN_BYTES && c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK;
-        const int by_thread = !by_row && c->out_contig && c->n > block &&
+        const int wide = rowbytes >= SA_ROWS_MIN_BYTES && c->nrows >= (npy_intp)nt * SA_ROWS_BLOCK;
+        const int by_row = wide && (double)c->nrows * (double)rowbytes >= (double)SA_ROWS_MIN_OUT_BYTES;
+        const int by_thread = !wide && c->out_contig && c->n > block &&
                               priv_bytes * SA_PRIVATE_MAX_FRACTION <= inc_bytes &&
                               priv_bytes <= (double)SA_PRIVATE_MAX_BYTES;
         if (by_row && bc_pool_threaded()) {

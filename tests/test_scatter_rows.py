@@ -329,15 +329,15 @@ def test_static_shape_of_zeros_form():
 PATHS = [
     (1000, 100, 8, "rows", "serial"),  # too little work to split
     (100_000, 100, 8, "rows", "by thread"),  # few rows: private copies
-    (20_000, 20_000, 64, "rows", "by row"),  # many wide rows
-    (100_000, 20, 64, "rows", "by row"),  # few wide rows, dealt out in blocks
+    (20_000, 20_000, 64, "rows", "serial"),  # many wide rows, 10 MB of them: one thread
+    (100_000, 20, 64, "rows", "serial"),  # few wide rows, in cache: one thread
     (100_000, 10, 64, "rows", "by thread"),  # too few to deal out
-    (20_000, 20_000, 64, "one value per index", "by row"),
-    (20_000, 20_000, 64, "strided", "by row"),
+    (20_000, 70_000, 64, "one value per index", "by row"),
+    (20_000, 70_000, 64, "strided", "by row"),
     (100_000, 100_000, 2, "rows", "serial"),  # many narrow rows
     (100_000, 10, 1, "rows", "by thread"),
     (100_000, 1000, 8, "one row for all", "by thread"),
-    (20_000, 70_000, 64, "rows", "by row"),  # 36 MB of rows: prefetched
+    (20_000, 70_000, 64, "rows", "by row"),  # 36 MB of rows: prefetched, dealt out in blocks
 ]
 
 

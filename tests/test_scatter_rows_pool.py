@@ -38,6 +38,9 @@ def c_constant(name: str) -> int:
 
 WORK = c_constant("SA_OMP_MIN_WORK")
 ROW_BYTES = c_constant("SA_ROWS_MIN_BYTES")
+OUT_MIN = c_constant("SA_ROWS_MIN_OUT_BYTES")
+#: Rows of ROW_BYTES bytes that make an output of OUT_MIN bytes: wide rows split by row.
+BIG_V = OUT_MIN // ROW_BYTES
 BLOCK = c_constant("SA_ROWS_BLOCK")
 FRACTION = c_constant("SA_PRIVATE_MAX_FRACTION")
 MERGE = c_constant("SA_MERGE_BYTES")
@@ -54,7 +57,8 @@ def split_of(n: int, nrows: int, rowlen: int, itemsize: int, nt: int = NT) -> st
         return "serial"
     nt = min(nt, 2 * work // WORK)
     if rowlen * itemsize >= ROW_BYTES and nrows >= nt * BLOCK:
-        return "by row"
+        # Wide rows: by row when the output is larger than a last-level cache.
+        return "by row" if nrows * rowlen * itemsize >= OUT_MIN else "serial"
     priv = (nt - 1) * nrows * rowlen * itemsize
     block = max(1, TASK // (rowlen * itemsize))  # indices of a task
     if priv * FRACTION <= n * rowlen * itemsize and n > block:
@@ -78,11 +82,12 @@ SIZES = [
     (40_000, 40_000 // FRACTION, 8),  # copies exactly 1/FRACTION of the increments: by thread
     (40_000, 40_000 // FRACTION + 1, 8),  # one row more: serial
     (200_000, 49_999, 1),  # many merge tasks, the last one short
-    (WORK // 32, 2 * BLOCK, ROW_BYTES // 8),  # rows of SA_ROWS_MIN_BYTES, 2 blocks: by row
-    (WORK // 32, 2 * BLOCK - 1, ROW_BYTES // 8),  # one row short: by thread
+    (WORK // 32, BIG_V, ROW_BYTES // 8),  # rows of SA_ROWS_MIN_BYTES, out of SA_ROWS_MIN_OUT_BYTES: by row
+    (WORK // 32, 2 * BLOCK - 1, ROW_BYTES // 8),  # too few rows to deal out: by thread
     (WORK // 31 + 1, 100, ROW_BYTES // 8 - 1),  # rows one element short: by thread
-    (3, 2 * BLOCK, WORK // 2),  # three indices, each owner walks them all
-    (5000, 10 * BLOCK + 3, 64),  # a last block of 3 rows
+    (3, BIG_V * ROW_BYTES // (WORK // 2 * 8), WORK // 2),  # three indices, each owner walks them all
+    (5000, OUT_MIN // 512 // BLOCK * BLOCK + 3, 64),  # a last block of 3 rows
+    (WORK // 32, BIG_V - 1, ROW_BYTES // 8),  # one row short of SA_ROWS_MIN_OUT_BYTES: serial
 ]
 
 
@@ -94,7 +99,7 @@ def test_sizes_cover_every_split():
     assert split_of(*SIZES[0], 8, 2) == "serial" and split_of(*SIZES[1], 8, 2) == "by thread"
     assert split_of(*SIZES[5], 8, 2) == "by thread" and split_of(*SIZES[6], 8, 2) == "serial"
     assert split_of(*SIZES[8], 8, 2) == "by row" and split_of(*SIZES[9], 8, 2) == "by thread"
-    assert split_of(*SIZES[10], 8, 2) == "by thread"
+    assert split_of(*SIZES[10], 8, 2) == "by thread" and split_of(*SIZES[13], 8, 2) == "serial"
 
 
 def _inputs(n, nrows, rowlen, dtype, seed):
@@ -140,7 +145,7 @@ def test_narrow_dtypes_by_thread_and_by_row(form, dtype):
         (n, 64, rowlen),
         (one_block, 64, rowlen),  # uint8: one block only, serial
         (one_block + 1, 64, rowlen),  # two blocks, the second of one index
-        (WORK // 64, 4 * BLOCK, ROW_BYTES // itemsize),
+        (WORK // 64, BIG_V, ROW_BYTES // itemsize),
     ]
     for n, nrows, rowlen in sizes:
         case = rows_case(CPU, form, dtype, 2, dtype, 2, "int32", openmp=True)
@@ -158,7 +163,7 @@ def test_narrow_dtypes_by_thread_and_by_row(form, dtype):
 
 
 #: (N, V, row length) of each threaded split, for the bad-index tests.
-THREADED = {"by thread": (WORK // 4, 50, 8), "by row": (WORK // 32, 4 * BLOCK, ROW_BYTES // 8)}
+THREADED = {"by thread": (WORK // 4, 50, 8), "by row": (WORK // 32, BIG_V, ROW_BYTES // 8)}
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -224,7 +229,7 @@ def scatter(base, inc, idx, inplace=False):
         return W.get_value()
     return rows()
 by_thread = data(200_000, 100, 8)
-by_row = data(20_000, 2_000, 64)
+by_row = data(20_000, 70_000, 64)  # wide rows, 36 MB of them: split by row
 serial = data(1000, 100, 8)
 big = rng.integers(0, 1000, size=1_000_000)
 """

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional
 
 import numpy
 
-from aesara_bincount_core import _c_code
+from aesara_bincount_core import _c_code, compile_args
 from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda.errors import CODES, GpuUnavailableError, launch_error
 from aesara_bincount_core.cuda.modules import Kernels
@@ -89,11 +89,8 @@ def compiler() -> Optional[List[str]]:
 
 
 def _flags() -> List[str]:
-    flags = ["-O2", "-std=c99", "-fPIC", "-shared", "-Wall"]
-    if os.environ.get("AESARA_BINCOUNT_SANITIZE"):
-        # make sanitize: build it as the C Ops are built there.
-        flags += ["-fsanitize=address", "-fsanitize=undefined", "-fno-sanitize-recover=undefined"]
-    return flags
+    # The extra arguments of the C Ops (the sanitizers under make sanitize).
+    return ["-O2", "-std=c99", "-fPIC", "-shared", "-Wall", *compile_args.extra_compile_args()]
 
 
 def _build(rebuild: bool = False) -> str:
