@@ -17,6 +17,8 @@
  *   bincount_cpu_grow.h     counts into many bins, one thread: the output is
  *                           the histogram, no min/max pass;
  *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
+ *   bincount_cpu_acc.h      the accumulator type (shared with the fused loop,
+ *                           bincount_fused_cpu_loops.h).
  * bincount_common.h (messages, allocation) and bincount_pool.h (the worker
  * threads) are shared with the scatter-add of rows and the GPU host code.
  *
@@ -127,17 +129,7 @@
 
 /* Accumulator: the output float type, or the unsigned integer of the output's
  * width (so that integer sums wrap as the output dtype does, without UB). */
-#if BC_OUT_FLOAT
-#define BC_ACC_T BC_OUT_T
-#elif ITEMSIZE_OUTPUT_0 == 1
-#define BC_ACC_T npy_uint8
-#elif ITEMSIZE_OUTPUT_0 == 2
-#define BC_ACC_T npy_uint16
-#elif ITEMSIZE_OUTPUT_0 == 4
-#define BC_ACC_T npy_uint32
-#else
-#define BC_ACC_T npy_uint64
-#endif
+#include "bincount_cpu_acc.h" /* BC_ACC_T */
 
 /* Private histogram cell: a 32-bit count, or the weighted sum itself. */
 #if BC_WEIGHTED

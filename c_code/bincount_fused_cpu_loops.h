@@ -107,17 +107,7 @@
 #define BC_XIN (BC_NX)         /* index of n in ins */
 #define BC_WIN (BC_NX + 1)     /* index of the first input of the weights */
 
-#if BC_OUT_FLOAT
-#define BC_ACC_T BC_OUT_T
-#elif ITEMSIZE_OUTPUT_0 == 1
-#define BC_ACC_T npy_uint8
-#elif ITEMSIZE_OUTPUT_0 == 2
-#define BC_ACC_T npy_uint16
-#elif ITEMSIZE_OUTPUT_0 == 4
-#define BC_ACC_T npy_uint32
-#else
-#define BC_ACC_T npy_uint64
-#endif
+#include "bincount_cpu_acc.h" /* BC_ACC_T */
 #define BC_ORDERED (BC_WEIGHTED && BC_OUT_FLOAT)
 /* Counts into 8-byte bins never wrap to 0, so the largest value counted is
  * the last non-zero bin, read at the end: the loop tracks no maximum. */
