@@ -3,7 +3,7 @@
 Neighbours: :mod:`aesara_bincount_core.op` (the plain :class:`Bincount`, whose
 forms and errors this Op keeps), :mod:`aesara_bincount_core.scalar_codegen`
 (the C code of the scalar graphs), ``c_code/bincount_fused_cpu.c`` (the
-loop), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
+loop's driver; its loops are in ``c_code/bincount_fused_cpu_loops.h``), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
 in graphs).
 """
 from typing import List, Optional, Tuple

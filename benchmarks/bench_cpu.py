@@ -41,19 +41,12 @@ import os
 import platform
 import socket
 import sys
-import warnings
-
-if "blas__ldflags" not in os.environ.get("AESARA_FLAGS", ""):
-    os.environ["AESARA_FLAGS"] = ",".join(
-        f for f in (os.environ.get("AESARA_FLAGS", ""), "blas__ldflags=") if f
-    )
-warnings.filterwarnings("ignore")
-
-import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import bench_env  # noqa: E402,F401  (before Aesara: flags, warnings, sys.path)
+
+import numpy as np  # noqa: E402
 
 import aesara  # noqa: E402
 from aesara.compile.mode import get_default_mode  # noqa: E402

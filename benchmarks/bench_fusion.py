@@ -12,9 +12,9 @@ variables, N = 1e6 and 1000 bins:
 Each graph is timed fused (``FusedBincount``) and unfused
 (``excluding("bincount_fusion")``: Aesara's Elemwise, then ``Bincount``),
 beside the fused numba loop a user would write (the bins known, as in the
-issue) when numba is installed.  Every candidate runs on the calling thread
-(OpenMP off), so each is timed by that thread's CPU time
-(``time.thread_time``), the candidates interleaved call by call; the load
+issue; ``benchmarks/peers.py``) when numba is installed.  Every candidate
+runs on the calling thread (OpenMP off), so each is timed by that thread's CPU
+time (``time.thread_time``), the candidates interleaved call by call; the load
 average is read before and after.  Targets: each cell fused at least 1.2x
 the numba loop; fused weights no slower than stored weights plus 10%.
 
@@ -26,18 +26,12 @@ import os
 import platform
 import sys
 import time
-import warnings
-
-if "blas__ldflags" not in os.environ.get("AESARA_FLAGS", ""):
-    os.environ["AESARA_FLAGS"] = ",".join(
-        f for f in (os.environ.get("AESARA_FLAGS", ""), "blas__ldflags=") if f
-    )
-warnings.filterwarnings("ignore")
-
-import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import bench_env  # noqa: E402,F401  (before Aesara: flags, warnings, sys.path)
+
+import numpy as np  # noqa: E402
 
 import aesara  # noqa: E402
 import aesara.tensor as at  # noqa: E402
@@ -47,36 +41,7 @@ from aesara.tensor.extra_ops import bincount  # noqa: E402
 from aesara_bincount import Bincount, FusedBincount  # noqa: E402
 from aesara_bincount._timing import interleaved_medians  # noqa: E402
 
-
-def numba_loops():
-    """The fused numba loops of the cells, or None without numba."""
-    try:
-        import numba
-    except Exception:  # noqa: BLE001
-        return None
-
-    @numba.njit(nogil=True)
-    def mul(x, v, th, n):
-        out = np.zeros(n)
-        for i in range(x.shape[0]):
-            out[x[i]] += th * v[i]
-        return out
-
-    @numba.njit(nogil=True)
-    def fma(x, v, u, th, n):
-        out = np.zeros(n)
-        for i in range(x.shape[0]):
-            out[x[i]] += v[i] * u[i] + th
-        return out
-
-    @numba.njit(nogil=True)
-    def div(x4, n):
-        out = np.zeros(n, np.int64)
-        for i in range(x4.shape[0]):
-            out[x4[i] // 4] += 1
-        return out
-
-    return {"mul": mul, "fma": fma, "div": div}
+import peers  # noqa: E402
 
 
 def cells(n, rng):
@@ -89,17 +54,17 @@ def cells(n, rng):
     x, x4 = aesara.shared(x_np, name="x"), aesara.shared(x4_np, name="x4")
     v, u, w = aesara.shared(v_np, name="v"), aesara.shared(u_np, name="u"), aesara.shared(w_np, name="w")
     th = at.dscalar("th")
-    loops = numba_loops() or {}
+    nb = peers.numba_peers()
     return [
         ("mul", "bincount(x, weights=th * v)", [th], bincount(x, weights=th * v), (2.5,),
          np.bincount(x_np, weights=2.5 * v_np),
-         loops.get("mul") and (lambda: loops["mul"](x_np, v_np, 2.5, nbins))),
+         nb and (lambda: nb.fused_mul(x_np, v_np, 2.5, nbins))),
         ("fma", "bincount(x, weights=v * u + th)", [th], bincount(x, weights=v * u + th), (2.5,),
          np.bincount(x_np, weights=v_np * u_np + 2.5),
-         loops.get("fma") and (lambda: loops["fma"](x_np, v_np, u_np, 2.5, nbins))),
+         nb and (lambda: nb.fused_fma(x_np, v_np, u_np, 2.5, nbins))),
         ("div", "bincount(x4 // 4)", [], bincount(x4 // 4), (),
          np.bincount(x4_np // 4),
-         loops.get("div") and (lambda: loops["div"](x4_np, nbins))),
+         nb and (lambda: nb.fused_div(x4_np, nbins))),
         ("stored", "bincount(x, weights=w)", [], bincount(x, weights=w), (),
          np.bincount(x_np, weights=w_np), None),
     ]

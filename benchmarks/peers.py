@@ -1,7 +1,7 @@
 """The peers the CPU benchmarks time beside ours, set up in one place.
 
-``bench_cpu.py`` (bincount) and ``bench_rows.py`` (the scatter-add of rows)
-both compare with numba loops and with torch on one thread, when those are
+``bench_cpu.py`` (bincount), ``bench_rows.py`` (the scatter-add of rows) and
+``bench_fusion.py`` (the fused bincount) compare with numba loops and with torch on one thread, when those are
 installed.  This module builds them:
 
 - :func:`numba_peers`: the ``@njit`` loops, or ``None`` without numba.  The
@@ -10,7 +10,10 @@ installed.  This module builds them:
   ``weighted(x, w, n)`` adds ``w[i]`` into a float64 one.  ``count_max`` and
   ``weighted_max`` also find ``n`` with ``x.max() + 1``, as ``numpy.bincount``
   must (the ``numba_max`` column).  ``rows(out, idx, g)`` adds the rows
-  ``g[i]`` into ``out[idx[i]]``.
+  ``g[i]`` into ``out[idx[i]]``.  ``fused_mul(x, v, th, n)``,
+  ``fused_fma(x, v, u, th, n)`` and ``fused_div(x4, n)`` are the fused loops
+  of ``bench_fusion.py``'s cells (weights ``th * v[i]``, ``v[i] * u[i] + th``;
+  counts of ``x4[i] // 4``), the bins known.
 - :func:`torch_module` and :func:`one_thread`: torch, and a wrapper that
   runs a call of it on one thread.
 
@@ -73,8 +76,30 @@ def numba_peers() -> Optional[SimpleNamespace]:
         rows2d(out.reshape(out.shape[0], -1), idx, g.reshape(len(idx), -1))
         return out
 
+    @numba.njit(nogil=True)
+    def fused_mul(x, v, th, n):
+        out = np.zeros(n)
+        for i in range(x.shape[0]):
+            out[x[i]] += th * v[i]
+        return out
+
+    @numba.njit(nogil=True)
+    def fused_fma(x, v, u, th, n):
+        out = np.zeros(n)
+        for i in range(x.shape[0]):
+            out[x[i]] += v[i] * u[i] + th
+        return out
+
+    @numba.njit(nogil=True)
+    def fused_div(x4, n):
+        out = np.zeros(n, np.int64)
+        for i in range(x4.shape[0]):
+            out[x4[i] // 4] += 1
+        return out
+
     return SimpleNamespace(count=count, weighted=weighted, count_max=count_max,
-                           weighted_max=weighted_max, rows=rows, version=numba.__version__)
+                           weighted_max=weighted_max, rows=rows, fused_mul=fused_mul,
+                           fused_fma=fused_fma, fused_div=fused_div, version=numba.__version__)
 
 
 def torch_module():

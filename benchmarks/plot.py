@@ -64,6 +64,7 @@ from plot_data import (  # noqa: E402,F401  (re-exported: the names of plot.py b
     STATIC,
     SchemaError,
     _relpath,
+    clock_text,
     discover,
     footer,
     from_bench_gpu,
@@ -106,7 +107,8 @@ def _caption(kind: str, name: str, data: dict, dist: str, dtype: str, note: str)
             "counts). The dashed line is numpy's time over one read of x: no "
             "implementation can rise above it."
         )
-    return f"{kind.upper()}: {what} {run}"
+    clock = clock_text(data["rows"])
+    return f"{kind.upper()}: {what} Times: {clock[0].upper()}{clock[1:]}. {run}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:
@@ -173,7 +175,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
                 caption=(
                     "The seed case, 1,000,000 int64 values uniform in [0, 1000): median "
                     "time per call of each implementation, counts and float64-weighted "
-                    "sums. Data: " + ", ".join(f"``{s}``" for s in sources) + "."
+                    "sums ("
+                    + clock_text([r for d in given.values() for r in d["rows"]])
+                    + "). Data: " + ", ".join(f"``{s}``" for s in sources) + "."
                     + (f" {args.note[0].upper()}{args.note[1:]}." if args.note else "")
                 ),
                 sources=sources,

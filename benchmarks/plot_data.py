@@ -31,7 +31,10 @@ with ``gpu``.
     One object per cell: ``n`` (int, elements of x), ``bins`` (int, the bin
     count), ``dist`` (``"uniform"``, ``"all-equal"`` or ``"zipf"``),
     ``dtype`` (of x, e.g. ``"int64"``), ``weighted`` (bool: float64 weights),
-    and ``ms``: median milliseconds per call, by implementation.  ``numpy``
+    and ``ms``: median milliseconds per call (wall time), by implementation,
+    and optionally ``cpu_ms``: the calling thread's CPU time of the
+    candidates that run on one thread, which the plots draw in place of
+    their wall time (:func:`times`; the axes and captions say so).  ``numpy``
     (``numpy.bincount`` on the host) is the baseline of the ratios and
     ``read`` the floor; both are required.  Other names are drawn as they
     come; these get readable labels: ``aesara``, ``bincount_omp_off``,
@@ -49,6 +52,8 @@ import glob
 import json
 import os
 from typing import List, Optional, Sequence, Tuple
+
+from cpu_report import times  # noqa: F401  (the figures a row is drawn by: CPU time where recorded)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -214,6 +219,13 @@ def implementations(rows: Sequence[dict]) -> List[str]:
                 seen.append(k)
     known = [k for k in LABELS if k in seen]
     return known + [k for k in seen if k not in LABELS]
+
+
+def clock_text(rows: Sequence[dict]) -> str:
+    """What the drawn times are: thread CPU time where recorded, else wall time."""
+    if any(r.get("cpu_ms") for r in rows):
+        return "thread CPU time for one-thread candidates, wall time otherwise"
+    return "wall time"
 
 
 # -- labels ------------------------------------------------------------------

@@ -8,7 +8,8 @@ backend.
 """
 from typing import Dict, List, Optional, Tuple
 
-from plot_data import COLORS, HEADLINE, _bins_text, _n_text, footer, implementations, label, select
+from plot_data import (COLORS, HEADLINE, _bins_text, _n_text, clock_text, footer, implementations, label,
+                       select, times)
 
 
 def _plt():
@@ -82,7 +83,7 @@ def _line_plot(data, path, rows, panel_by, x_by, title, ylabel, note, keys, valu
     for ax, panel in zip(axes, panels):
         cell = sorted(select(rows, **{panel_by: panel}), key=lambda r: r[x_by])
         for key in keys:
-            pts = [(r[x_by], value(r, key)) for r in cell if r["ms"].get(key)]
+            pts = [(r[x_by], value(r, key)) for r in cell if times(r).get(key)]
             if pts:
                 ax.plot(*zip(*pts), label=label_of(key), **_style(key))
         ax.set_xscale("log")
@@ -97,7 +98,7 @@ def _line_plot(data, path, rows, panel_by, x_by, title, ylabel, note, keys, valu
 
 
 def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "") -> Optional[str]:
-    """Median ms per call against N, one panel per bin count."""
+    """Median ms per call against N, one panel per bin count (CPU time where recorded)."""
     rows, dtype = line_rows(data, dist, dtype)
     if not rows:
         return None
@@ -110,7 +111,8 @@ def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "")
     return _line_plot(
         data, path, rows, "bins", "n",
         f"{data['kind'].upper()}: time per call against N (x {dtype}, {dist} in [0, bins), counts)",
-        "median ms per call (log)", note, implementations(rows), lambda r, k: r["ms"][k],
+        f"median ms per call (log)\n{clock_text(rows)}", note, implementations(rows),
+        lambda r, k: times(r)[k],
         lambda k: label(k, data["machine"], data["kind"]), decorate,
     )
 
@@ -142,8 +144,9 @@ def plot_speedup_vs_bins(
         data, path, rows, "n", "bins",
         f"{data['kind'].upper()}: speed-up over numpy.bincount against the bin count "
         f"(x {dtype}, {dist}, counts)",
-        "numpy time / time (higher is faster)", note, [k for k in implementations(rows) if k != "numpy"],
-        lambda r, k: r["ms"]["numpy"] / r["ms"][k], label_of, decorate,
+        f"numpy time / time (higher is faster)\n{clock_text(rows)}", note,
+        [k for k in implementations(rows) if k != "numpy"],
+        lambda r, k: times(r)["numpy"] / times(r)[k], label_of, decorate,
     )
 
 
@@ -170,7 +173,7 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
             cell = select(data["rows"], weighted=weighted, **HEADLINE)
             if not cell:
                 continue
-            ms = cell[0]["ms"]
+            ms = times(cell[0])
             tag = "" if data is cpu else " [GPU run]"
             for key in implementations(cell):
                 if data is gpu and key in ("numpy", "aesara") and cpu is not None:
@@ -187,6 +190,7 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
     same_rows = len({tuple(b[0] for b in bars) for _, bars in panels}) == 1
     fig, axes = plt.subplots(1, len(panels), figsize=(11, height), squeeze=False, sharey=same_rows)
     axes = axes[0]
+    clock = clock_text([r for d in (cpu, gpu) if d is not None for r in d["rows"]])
     fig.suptitle(
         "Seed case: 1,000,000 int64 values uniform in [0, 1000), x in aesara.shared "
         "(median ms per call; shorter is faster; ratios against numpy.bincount)",
@@ -215,7 +219,7 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
         else:
             ax.set_xlim(0, top * 1.75)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("median ms per call" + (" (log)" if log else ""))
+        ax.set_xlabel("median ms per call" + (" (log)" if log else "") + f"\n{clock}")
         ax.tick_params(axis="y", labelsize=8)
     foot = footer(base, note)
     if gpu is not None and base is not gpu:
@@ -242,6 +246,9 @@ ROWS_COLORS = {
 def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
     """Bars of ``bench_rows.py``'s cells: median ms of each implementation, one panel per cell.
 
+    The bars are thread CPU time where a row has it (``cpu_ms``, the
+    one-thread candidates), wall time otherwise; the title says which.
+
     ``data`` is what ``bench_rows.py`` writes (``rows`` with ``form``, ``n``,
     ``nrows``, ``width``, ``dtype`` and ``ms``), with ``kind`` and ``paths``
     added; ``labels`` names the implementations.  The floor (one read of the
@@ -254,11 +261,11 @@ def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
     fig, axes = plt.subplots(lines, cols, figsize=(15, 3.1 * lines + 1.2), squeeze=False)
     fig.suptitle(
         "Scatter-add of rows: median ms per call (shorter is faster; log scale), "
-        "side by side in one process", fontsize=10,
+        f"side by side in one process;\n{clock_text(rows)}", fontsize=10,
     )
     for ax, r in zip(axes.flat, rows):
         keys = [k for k in labels if k in r["ms"]][::-1]
-        values = [r["ms"][k] for k in keys]
+        values = [times(r)[k] for k in keys]
         bars = ax.barh([labels[k] for k in keys], values,
                        color=[ROWS_COLORS.get(k, "white") for k in keys], edgecolor="black", linewidth=0.4)
         for bar, key in zip(bars, keys):

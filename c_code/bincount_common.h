@@ -58,6 +58,18 @@
 static inline npy_int64 bc_as_i64(npy_int64 v) { return v; }
 static inline npy_uint64 bc_as_u64(npy_uint64 v) { return v; }
 
+/* Whether a value of x is refused, given as `negative` (below 0; never for an
+ * unsigned dtype), `s` (it as signed) and `u` (as unsigned): the bincount
+ * form refuses negative values and values of NPY_MAX_INTP or more, the
+ * scatter-add form (`scatter`) values outside [-n, n).  The one range test of
+ * Bincount and FusedBincount (bc_is_bad, bc_f_is_bad wrap it per dtype). */
+static inline int bc_value_is_bad(int negative, npy_int64 s, npy_uint64 u, int scatter, npy_intp n)
+{
+    if (scatter)
+        return negative ? s < -(npy_int64)n : u >= (npy_uint64)n;
+    return negative || u >= (npy_uint64)NPY_MAX_INTP;
+}
+
 /*
  * Whether an output of `nitems` items of `itemsize` bytes is acceptable: its
  * size in bytes neither overflows nor exceeds the physical memory of the

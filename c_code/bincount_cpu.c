@@ -54,21 +54,10 @@
 #include "bincount_cpu_direct.h"
 #include "bincount_cpu_grow.h"
 
-/* Threads for a call over `size` elements. */
+/* Threads for a call over `size` elements: at least 50,000 elements a thread. */
 static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
 {
-#ifdef _OPENMP
-    int t;
-    if (size < BC_OMP_MIN_N || omp_in_parallel())
-        return 1;
-    t = omp_get_max_threads();
-    if ((npy_intp)t > size / (BC_OMP_MIN_N / 2))
-        t = (int)(size / (BC_OMP_MIN_N / 2)); /* at least 50,000 elements a thread */
-    return t < 1 ? 1 : t > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : t;
-#else
-    (void)size;
-    return 1;
-#endif
+    return bc_pool_threads((double)size, (double)BC_OMP_MIN_N, (double)(BC_OMP_MIN_N / 2));
 }
 
 /* After the tasks: the status, and for the scatter-add form the check that

@@ -17,6 +17,8 @@
  *   bincount_cpu_grow.h     counts into many bins, one thread: the output is
  *                           the histogram, no min/max pass;
  *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
+ *   bincount_cpu_acc.h      the accumulator type (shared with the fused loop,
+ *                           bincount_fused_cpu_loops.h).
  * bincount_common.h (messages, allocation) and bincount_pool.h (the worker
  * threads) are shared with the scatter-add of rows and the GPU host code.
  *
@@ -127,17 +129,7 @@
 
 /* Accumulator: the output float type, or the unsigned integer of the output's
  * width (so that integer sums wrap as the output dtype does, without UB). */
-#if BC_OUT_FLOAT
-#define BC_ACC_T BC_OUT_T
-#elif ITEMSIZE_OUTPUT_0 == 1
-#define BC_ACC_T npy_uint8
-#elif ITEMSIZE_OUTPUT_0 == 2
-#define BC_ACC_T npy_uint16
-#elif ITEMSIZE_OUTPUT_0 == 4
-#define BC_ACC_T npy_uint32
-#else
-#define BC_ACC_T npy_uint64
-#endif
+#include "bincount_cpu_acc.h" /* BC_ACC_T */
 
 /* Private histogram cell: a 32-bit count, or the weighted sum itself. */
 #if BC_WEIGHTED
@@ -201,15 +193,7 @@ typedef struct {
 /* Is v a value this form refuses (negative or too large, or out of [-n, n))? */
 static int APPLY_SPECIFIC(bc_is_bad)(BC_X_T v, npy_intp n)
 {
-    int negative = BC_X_SIGNED && bc_as_i64(v) < 0;
-#if BC_SCATTER
-    if (negative)
-        return bc_as_i64(v) < -(npy_int64)n;
-    return bc_as_u64(v) >= (npy_uint64)n;
-#else
-    (void)n;
-    return negative || bc_as_u64(v) >= (npy_uint64)NPY_MAX_INTP;
-#endif
+    return bc_value_is_bad(BC_X_SIGNED && bc_as_i64(v) < 0, bc_as_i64(v), bc_as_u64(v), BC_SCATTER, n);
 }
 
 /* Serial scan that sets the Python exception for a refused x, in the order of

@@ -52,6 +52,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define BC_POOL_ATTR "_cpu_worker_pool_v1"
 #define BC_POOL_PACKAGE "aesara_bincount_core"
@@ -361,6 +364,29 @@ static void bc_pool_stalled(void)
     bc_pool *p = bc_pool_get();
     if (p != NULL)
         bc_pool_back_off(p, 1);
+}
+
+/* Threads for a call of `work` units (elements, or elements times row
+ * length): 1 below `min_work` units, inside an OpenMP parallel region, or
+ * without OpenMP; else OpenMP's thread count, cut so that each thread gets at
+ * least `min_share` units, and at most BC_POOL_MAX_PARTS.  The one thread
+ * count of Bincount, FusedBincount and ScatterAdd. */
+static int bc_pool_threads(double work, double min_work, double min_share)
+{
+#ifdef _OPENMP
+    int nt;
+    if (work < min_work || omp_in_parallel())
+        return 1;
+    nt = omp_get_max_threads();
+    if ((double)nt * min_share > work)
+        nt = (int)(work / min_share);
+    return nt < 1 ? 1 : nt > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : nt;
+#else
+    (void)work;
+    (void)min_work;
+    (void)min_share;
+    return 1;
+#endif
 }
 
 #endif /* AESARA_BINCOUNT_POOL_H */

@@ -61,21 +61,8 @@
 /* Threads for a call (1: the calling thread adds everything). */
 static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
 {
-#ifdef _OPENMP
     const double work = (double)c->n * (double)(c->rowlen ? c->rowlen : 1);
-    int nt;
-    if (work < (double)SA_OMP_MIN_WORK || omp_in_parallel())
-        return 1;
-    nt = omp_get_max_threads();
-    if (nt < 2)
-        return 1;
-    if ((double)nt * SA_OMP_MIN_WORK / 2 > work)
-        nt = (int)(2 * work / SA_OMP_MIN_WORK);
-    return nt < 1 ? 1 : nt > BC_POOL_MAX_PARTS ? BC_POOL_MAX_PARTS : nt;
-#else
-    (void)c;
-    return 1;
-#endif
+    return bc_pool_threads(work, (double)SA_OMP_MIN_WORK, SA_OMP_MIN_WORK / 2.0);
 }
 
 /* A threaded call: its strategy's data, shared by its tasks (bincount_pool.h

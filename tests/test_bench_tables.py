@@ -157,3 +157,27 @@ def test_rows_targets_are_judged_on_cpu_time():
     got = {t["what"]: t for t in bench_rows.targets_judged([row], MACHINE)}
     assert got["numba / ours >= 1.2"]["clock"] == "CPU" and got["numba / ours >= 1.2"]["met"] is False
     assert got["OpenMP on 2 cores: off / on >= 1.6"]["met"] is None  # wall time at load 300
+
+
+def test_plots_draw_cpu_time_where_recorded(monkeypatch):
+    """Issue 21's results carry thread CPU time (cpu_ms) for one-thread candidates:
+    the plots draw it, wall time for the others, and the axis says so."""
+    import sys
+
+    sys.path.insert(0, BENCH)  # plot_draw imports plot_data, cpu_report, sizes
+    plot_draw = load("plot_draw")
+    seen = {}
+    monkeypatch.setattr(plot_draw, "_line_plot", lambda *a: seen.update(ylabel=a[6], value=a[9]))
+    row = dict(n=10**6, bins=1000, dist="uniform", dtype="int64", weighted=False,
+               ms={"numpy": 9.0, "bincount_omp_off": 5.0, "bincount_omp_on": 2.0, "read": 0.5},
+               cpu_ms={"numpy": 3.0, "bincount_omp_off": 1.0, "read": 0.25})
+    data = dict(kind="cpu", machine={}, rows=[row], paths=["x.json"])
+    plot_draw.plot_time_vs_n(data, "unused.png", "uniform", "int64")
+    assert [seen["value"](row, k) for k in ("numpy", "bincount_omp_off", "bincount_omp_on")] == [3.0, 1.0, 2.0]
+    assert "thread CPU time" in seen["ylabel"]
+    plot_draw.plot_speedup_vs_bins(data, "unused.png", "uniform", "int64")
+    assert seen["value"](row, "bincount_omp_off") == 3.0 and "thread CPU time" in seen["ylabel"]
+    old = dict(row, cpu_ms={})
+    plot_draw.plot_time_vs_n(dict(data, rows=[old]), "unused.png", "uniform", "int64")
+    assert seen["value"](old, "numpy") == 9.0 and "wall time" in seen["ylabel"]
+    assert "CPU" not in seen["ylabel"]

@@ -75,6 +75,17 @@ def _values(rng, size, top, kind="uniform"):
     return x.astype(np.int64)
 
 
+def _assert_reference_error(case, x, rng):
+    """``case`` run on ``x`` (standard normal weights drawn from ``rng``, no
+    minlength) raises the ValueError of reference_bincount, message and all."""
+    w = rng.standard_normal(x.size)
+    with pytest.raises(ValueError) as expected:
+        reference_bincount(x, 0, w)
+    with pytest.raises(ValueError) as got:
+        case.run(x, w, 0)
+    assert str(got.value).startswith(str(expected.value))
+
+
 def _check_bincount(x_dtype, w_dtype, omp, x, rng, minlength=0):
     case = bincount_case(CPU, x_dtype, w_dtype, omp)
     x = x.astype(x_dtype)
@@ -203,12 +214,7 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
             for pos in (0, 1, 7, 8, 9, size // 2 + 3, size - 1):
                 x = _values(rng, size, top).astype(x_dtype)
                 x[pos] = bad
-                w = rng.standard_normal(size)
-                with pytest.raises(ValueError) as expected:
-                    reference_bincount(x, 0, w)
-                with pytest.raises(ValueError) as got:
-                    case.run(x, w, 0)
-                assert str(got.value).startswith(str(expected.value))
+                _assert_reference_error(case, x, rng)
 
 
 # -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
@@ -259,12 +265,7 @@ def test_output_histogram_refuses_negative_values(x_dtype, omp, rng):
         x = _values(rng, size, 2 * edge).astype(x_dtype)
         x[5 * size // 8] = 5 * edge
         x[pos] = -3
-        w = rng.standard_normal(size)
-        with pytest.raises(ValueError) as expected:
-            reference_bincount(x, 0, w)
-        with pytest.raises(ValueError) as got:
-            case.run(x, w, 0)
-        assert str(got.value).startswith(str(expected.value))
+        _assert_reference_error(case, x, rng)
 
 
 # -- the scatter-add form ---------------------------------------------------------------

@@ -39,6 +39,17 @@ def _inputs():
     return ins
 
 
+#: The operations both graph strategies draw: (expr, text, other, other's text) -> (expr, text).
+COMMON_OPS = {
+    "add": lambda e, t, o, ot: (e + o, f"({t} + {ot})"),
+    "sub": lambda e, t, o, ot: (e - o, f"({t} - {ot})"),
+    "mul": lambda e, t, o, ot: (e * o, f"({t} * {ot})"),
+    "max": lambda e, t, o, ot: (at.maximum(e, o), f"max({t}, {ot})"),
+    "min": lambda e, t, o, ot: (at.minimum(e, o), f"min({t}, {ot})"),
+    "abs": lambda e, t, o, ot: (abs(e), f"abs({t})"),
+}
+
+
 @st.composite
 def int_graphs(draw, ins):
     """An integer elementwise graph and its text."""
@@ -53,22 +64,12 @@ def int_graphs(draw, ins):
             other_text = f"{other!r}"
         else:
             other, other_text = ins[other_name], other_name
-        if op == "add":
-            expr, text = expr + other, f"({text} + {other_text})"
-        elif op == "sub":
-            expr, text = expr - other, f"({text} - {other_text})"
-        elif op == "mul":
-            expr, text = expr * other, f"({text} * {other_text})"
+        if op in COMMON_OPS:
+            expr, text = COMMON_OPS[op](expr, text, other, other_text)
         elif op == "floordiv":  # by a variable: may be zero (ZeroDivisionError)
             expr, text = expr // other, f"({text} // {other_text})"
         elif op == "mod":
             expr, text = expr % other, f"({text} % {other_text})"
-        elif op == "max":
-            expr, text = at.maximum(expr, other), f"max({text}, {other_text})"
-        elif op == "min":
-            expr, text = at.minimum(expr, other), f"min({text}, {other_text})"
-        elif op == "abs":
-            expr, text = abs(expr), f"abs({text})"
         else:
             dt = draw(st.sampled_from(INT_DTYPES))
             expr, text = expr.astype(dt), f"{dt}({text})"
@@ -91,22 +92,12 @@ def weight_graphs(draw, ins):
             other_text = f"{other!r}"
         else:
             other, other_text = ins[other_name], other_name
-        if op == "add":
-            expr, text = expr + other, f"({text} + {other_text})"
-        elif op == "sub":
-            expr, text = expr - other, f"({text} - {other_text})"
-        elif op == "mul":
-            expr, text = expr * other, f"({text} * {other_text})"
+        if op in COMMON_OPS:
+            expr, text = COMMON_OPS[op](expr, text, other, other_text)
         elif op == "div":
             expr, text = expr / (abs(other) + 1), f"({text} / (|{other_text}| + 1))"
-        elif op == "max":
-            expr, text = at.maximum(expr, other), f"max({text}, {other_text})"
-        elif op == "min":
-            expr, text = at.minimum(expr, other), f"min({text}, {other_text})"
         elif op == "neg":
             expr, text = -expr, f"-{text}"
-        elif op == "abs":
-            expr, text = abs(expr), f"abs({text})"
         elif op == "exp":
             expr, text = at.exp(at.clip(expr, -5, 5)), f"exp(clip({text}))"
         else:

@@ -94,16 +94,22 @@ def _ctype(dtype):
     return aes.get_scalar_type(dtype).dtype_specs()[1]
 
 
+def _case_code(k, op, dtype, target, out_format):
+    """The scalar code of case ``k`` (``op`` on ``dtype`` inputs ``in0``, ``in1``, ... at
+    index ``i``), into ``out_format`` filled with the output's C type; and its inputs."""
+    node = op.make_node(*[aes.get_scalar_type(dtype)() for _ in range(op.nin if op.nin > 0 else 2)])
+    in_dtypes = [i.type.dtype for i in node.inputs]
+    out_dtypes = [o.type.dtype for o in node.outputs]
+    ins = [f"((const {_ctype(d)} *)in{j})[i]" for j, d in enumerate(in_dtypes)]
+    outs = [out_format.format(_ctype(out_dtypes[0]))]
+    return scalar_code(op, ins, outs, target, in_dtypes, out_dtypes, name=f"case{k}"), ins
+
+
 def _c_library(cases):
     """Build one shared library with a loop ``case_k`` per case (C target)."""
     support, functions = [], []
     for k, (name, op, dtype) in enumerate(cases):
-        node = op.make_node(*[aes.get_scalar_type(dtype)() for _ in range(op.nin if op.nin > 0 else 2)])
-        in_dtypes = [i.type.dtype for i in node.inputs]
-        out_dtypes = [o.type.dtype for o in node.outputs]
-        ins = [f"((const {_ctype(d)} *)in{j})[i]" for j, d in enumerate(in_dtypes)]
-        outs = [f"((({_ctype(out_dtypes[0])} *)out)[i])"]
-        code = scalar_code(op, ins, outs, "c", in_dtypes, out_dtypes, name=f"case{k}")
+        code, ins = _case_code(k, op, dtype, "c", "((({} *)out)[i])")
         if code.support not in support:
             support.append(code.support)
         params = ", ".join(f"const void *in{j}" for j in range(len(ins)))
@@ -195,12 +201,7 @@ def test_cuda_target_compiles_with_nvrtc():
     cases, _ = scalar_cases.cases("cuda")
     support, functions = [], []
     for k, (name, op, dtype) in enumerate(cases):
-        node = op.make_node(*[aes.get_scalar_type(dtype)() for _ in range(op.nin if op.nin > 0 else 2)])
-        in_dtypes = [i.type.dtype for i in node.inputs]
-        out_dtypes = [o.type.dtype for o in node.outputs]
-        ins = [f"((const {_ctype(d)} *)in{j})[i]" for j, d in enumerate(in_dtypes)]
-        code = scalar_code(op, ins, [f"(({_ctype(out_dtypes[0])} *)out)[i]"], "cuda", in_dtypes,
-                           out_dtypes, name=f"case{k}")  # fmt: skip
+        code, ins = _case_code(k, op, dtype, "cuda", "(({} *)out)[i]")
         if code.support not in support:
             support.append(code.support)
         params = ", ".join(f"const void *in{j}" for j in range(len(ins)))

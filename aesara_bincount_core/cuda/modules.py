@@ -115,6 +115,12 @@ _modules: Dict[Tuple[int, str, str], DeviceModule] = {}
 _lock = threading.Lock()
 
 
+def _compute_capability(drv, dev: int) -> int:
+    """The compute capability of device ``dev`` as NVRTC's arch number (8.0 -> 80)."""
+    cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    return cc + drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+
+
 def _current_context(drv) -> int:
     ctx = drv.current_context()
     if not ctx:
@@ -181,8 +187,7 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
         if mod is not None:
             return mod
         dev = drv.current_device()
-        cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        cc = _compute_capability(drv, dev)
         module = _load(drv, x_dtype, cc, family)
         mod = DeviceModule(
             context=ctx,
@@ -357,8 +362,7 @@ def generated_function(name: str, source: str, headers: Dict[str, str],
         if found is not None:
             return found
         dev = drv.current_device()
-        cc = 10 * drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        cc += drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        cc = _compute_capability(drv, dev)
         lib = nvrtc.load(drv.version)
         module = _load_image(
             drv, lambda refresh: nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib, refresh),
