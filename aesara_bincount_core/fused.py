@@ -108,8 +108,10 @@ class FusedBincount(Bincount):
     weights (the weights themselves without ``w_op``; nothing when
     unweighted).  Each input of a scalar graph is a vector, ``(N,)``, or a
     0-d scalar, broadcast to every element; its dtype is the one of the
-    graph's input.  The vectors of one graph must have one length (else
-    ``ValueError``, as ``Elemwise`` raises).
+    graph's input.  The vectors of one graph must have one length, where a
+    vector of length 1 broadcasts to the others' length as in Aesara's
+    ``Elemwise`` (a copy of ``N`` elements); other lengths that differ raise
+    ``ValueError``, as ``Elemwise`` does.
 
     The results, errors and sum-order notes are those of ``Bincount`` applied
     to the computed ``x`` and weights: a computed negative value raises
@@ -240,7 +242,7 @@ class FusedBincount(Bincount):
             enode = Elemwise(sop).make_node(
                 *[TensorType(v.type.dtype, shape=(None,) if v.type.ndim else (1,))() for v in variables]
             )
-            lengths = {a.shape[0] for a in arrays if np.ndim(a) == 1}
+            lengths = {a.shape[0] for a in arrays if np.ndim(a) == 1} - {1}  # a length of 1 broadcasts
             if len(lengths) > 1:
                 raise ValueError(f"{type(self).__name__}: the inputs of an elementwise graph differ in length {sorted(lengths)}")
             storage = [[None]]

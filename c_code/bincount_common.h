@@ -48,8 +48,9 @@
 #define BC_MSG_ZEROS_SHAPE "scatter-add: the shape of the zero-filled base must be non-negative, got %s"
 /* MemoryError: the zero-filled base (ScatterAdd onto zeros) would not fit in this machine's memory. */
 #define BC_MSG_ZEROS_MEMORY "scatter-add: a zero-filled base of shape %s and %lld bytes per element does not fit in memory"
-/* The 1-D inputs of a fused elementwise x or weights (FusedBincount) differ in length. */
-#define BC_MSG_FUSED_LENGTH "bincount: the inputs of the elementwise %s have lengths %lld and %lld; they must have the same length"
+/* The 1-D inputs of a fused elementwise x or weights (FusedBincount) differ in
+ * length, and neither length is 1 (a length of 1 broadcasts, as in Elemwise). */
+#define BC_MSG_FUSED_LENGTH "bincount: the inputs of the elementwise %s have lengths %lld and %lld; they must have the same length, or length 1"
 
 /* Widening conversions written as functions.  A range test such as
  * `(npy_int64)v < 0` on a narrow unsigned type is constant, and gcc's

@@ -160,24 +160,49 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
 }
 
 /* The common length of the 1-D inputs ins[lo:hi) (-1 if none), or -2 with a
- * ValueError set when they differ; `what` names the group. */
+ * ValueError set when they differ; a vector of length 1 broadcasts to the
+ * others' length, as in Aesara's Elemwise.  `what` names the group. */
 static npy_intp APPLY_SPECIFIC(bc_f_length)(PyArrayObject **ins, int lo, int hi, const char *what)
 {
-    npy_intp len = -1;
+    npy_intp len = -1, d;
     int k;
     for (k = lo; k < hi; k++) {
         if (PyArray_NDIM(ins[k]) == 0)
             continue;
         if (bc_check_ndim(ins[k], 1, what) != 0)
             return -2;
-        if (len >= 0 && PyArray_DIM(ins[k], 0) != len) {
-            PyErr_Format(PyExc_ValueError, BC_MSG_FUSED_LENGTH, what, (long long)len,
-                         (long long)PyArray_DIM(ins[k], 0));
+        d = PyArray_DIM(ins[k], 0);
+        if (len >= 0 && d != len && d != 1 && len != 1) {
+            PyErr_Format(PyExc_ValueError, BC_MSG_FUSED_LENGTH, what, (long long)len, (long long)d);
             return -2;
         }
-        len = PyArray_DIM(ins[k], 0);
+        if (len < 0 || len == 1)
+            len = d;
     }
     return len;
+}
+
+/* The contiguous input the loops read: `a` itself (or a contiguous copy), or,
+ * for a vector of length 1 in a group of length len != 1, a new vector of len
+ * copies of its element (the loops index every vector by the element).  A new
+ * reference, or NULL with an exception set. */
+static PyArrayObject *APPLY_SPECIFIC(bc_f_own)(PyArrayObject *a, npy_intp len)
+{
+    PyArrayObject *r;
+    npy_intp i, size;
+    const char *src;
+    char *dst;
+    if (PyArray_NDIM(a) != 1 || PyArray_DIM(a, 0) != 1 || len == 1)
+        return PyArray_GETCONTIGUOUS(a);
+    r = (PyArrayObject *)PyArray_SimpleNew(1, &len, PyArray_TYPE(a));
+    if (r == NULL)
+        return NULL;
+    size = (npy_intp)PyArray_ITEMSIZE(a);
+    src = (const char *)PyArray_DATA(a);
+    dst = (char *)PyArray_DATA(r);
+    for (i = 0; i < len; i++)
+        memcpy(dst + i * size, src, (size_t)size);
+    return r;
 }
 
 int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
@@ -213,14 +238,13 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
     for (k = 0; k < BC_NIN; k++) {
         if (k == BC_XIN)
             continue;
-        own[k] = PyArray_GETCONTIGUOUS(ins[k]);
+        own[k] = APPLY_SPECIFIC(bc_f_own)(ins[k], k < BC_XIN ? ctx.size : wlen);
         if (own[k] == NULL)
             goto done;
         ctx.in[k] = PyArray_DATA(own[k]);
     }
     if (ctx.w_const && APPLY_SPECIFIC(bc_f_weight0)(&ctx) != 0)
         goto done;
-    (void)wlen;
     if (ctx.size == 0) {
         res = bc_new_zeros(ctx.n, TYPENUM_OUTPUT_0);
         rc = res == NULL ? -1 : 0;
