@@ -101,10 +101,16 @@ def test_messages_are_parsed_from_the_header():
 )
 def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatter):
     """The macro set that Aesara defines per node, for several dtype pairs."""
+    macros = _bincount_macros("node", x_dtype, out_dtype, weighted, scatter)
+    macros["DTYPE_INPUT_1"] = "npy_int64"
+    _syntax_check("".join(f"#define {k} {v}\n" for k, v in macros.items()) + '#include "bincount_cpu.c"\n')
+
+
+def _bincount_macros(tag, x_dtype, out_dtype, weighted, scatter):
+    """The macros Aesara defines for one Bincount node (``APPLY_SPECIFIC`` names end in ``_tag``)."""
     macros = {
-        "APPLY_SPECIFIC(str)": "str##_node",
+        "APPLY_SPECIFIC(str)": f"str##_{tag}",
         "DTYPE_INPUT_0": f"npy_{x_dtype}",
-        "DTYPE_INPUT_1": "npy_int64",
         "DTYPE_OUTPUT_0": f"npy_{out_dtype}",
         "TYPENUM_OUTPUT_0": str(np.dtype(out_dtype).num),
         "ITEMSIZE_OUTPUT_0": str(np.dtype(out_dtype).itemsize),
@@ -113,7 +119,7 @@ def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatt
     }
     if weighted:
         macros["DTYPE_INPUT_2"] = f"npy_{out_dtype}"
-    _syntax_check("".join(f"#define {k} {v}\n" for k, v in macros.items()) + '#include "bincount_cpu.c"\n')
+    return macros
 
 
 def _syntax_check(source: str):
@@ -158,17 +164,7 @@ def test_two_instantiations_in_one_module():
     ]
     text = []
     for tag, x_dtype, out_dtype, weighted, scatter in nodes:
-        macros = {
-            "APPLY_SPECIFIC(str)": f"str##_{tag}",
-            "DTYPE_INPUT_0": f"npy_{x_dtype}",
-            "DTYPE_OUTPUT_0": f"npy_{out_dtype}",
-            "TYPENUM_OUTPUT_0": str(np.dtype(out_dtype).num),
-            "ITEMSIZE_OUTPUT_0": str(np.dtype(out_dtype).itemsize),
-            "BC_SCATTER": str(scatter),
-            "BC_OUT_FLOAT": str(int(out_dtype.startswith("float"))),
-        }
-        if weighted:
-            macros["DTYPE_INPUT_2"] = f"npy_{out_dtype}"
+        macros = _bincount_macros(tag, x_dtype, out_dtype, weighted, scatter)
         text += [f"#define {k} {v}" for k, v in macros.items()]
         text.append('#include "bincount_cpu.c"')
         text += [f"#undef {k.split('(')[0]}" for k in macros]
