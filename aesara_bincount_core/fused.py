@@ -321,6 +321,12 @@ class FusedBincount(Bincount):
                 headers += [h for h in sop.c_headers(**kwargs) if h not in headers]
         return headers
 
+    def c_compile_args(self, **kwargs):
+        # Aesara's scalar code wraps signed integers around, as NumPy does
+        # (int64 2**62 * 2 is -2**63); in C that is undefined behaviour, which
+        # -fwrapv defines as the same wrap-around (and UBSan then accepts).
+        return super().c_compile_args(**kwargs) + ["-fwrapv"]
+
     def c_code(self, node, name, inp, out, sub):
         define, undef = self.get_c_macros(node, name, check_input=False)
         return (
