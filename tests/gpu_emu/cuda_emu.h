@@ -5,7 +5,8 @@
  *
  * Thread model.  A launch runs its blocks on a few OS threads (runners, at
  * most FAKE_CUDA_RUNNERS, default 4, and no more than there are blocks),
- * each claiming whole blocks in turn, so blocks still run at the same time
+ * each starting with a block of its own and then claiming whole blocks in
+ * turn, so every runner runs a block, and blocks run at the same time
  * and race on global memory as on a device.  Within a block, every CUDA
  * thread is a fiber (a user-space context with a stack of its own) on its
  * runner: the fibers run in turn, each until it waits at a barrier:
@@ -428,8 +429,11 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
         }
     } const job{kernel, &params};
     const bool reverse = (launches.fetch_add(1) & 1) != 0;
-    std::atomic<unsigned> next{0};
-    auto run = [&]() {
+    /* Runner r starts with block r, then claims the next unclaimed block, so
+     * every runner runs at least one block however late its OS thread starts. */
+    const unsigned runners = runner_count(blocks);
+    std::atomic<unsigned> next{runners};
+    auto run = [&](unsigned first) {
         runner_state state;
         state.body = &call::body;
         state.params = &job;
@@ -437,7 +441,7 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
         in_kernel = true;
         const stack_set stacks = take_stacks(threads);
         std::vector<fiber> fibers(threads);
-        for (unsigned b = next.fetch_add(1); b < blocks; b = next.fetch_add(1)) {
+        for (unsigned b = first; b < blocks; b = next.fetch_add(1)) {
             block_state blk(threads, shared_bytes);
             const thread_state common{{0, 0, 0}, {b, 0, 0}, {threads, 1, 1}, {blocks, 1, 1}, nullptr};
             run_block(&blk, common, threads, fibers, stacks, reverse);
@@ -447,9 +451,9 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
         runner = nullptr;
     };
     std::vector<std::thread> pool;
-    for (unsigned r = 1; r < runner_count(blocks); r++)
-        pool.emplace_back(run);
-    run(); /* the calling thread is a runner too */
+    for (unsigned r = 1; r < runners; r++)
+        pool.emplace_back(run, r);
+    run(0u); /* the calling thread is a runner too */
     for (auto &th : pool)
         th.join();
 }
