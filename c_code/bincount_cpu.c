@@ -24,8 +24,8 @@
  * well defined.
  *
  * Dispatch: a sample of x (bc_sample, bincount_cpu_hist.h) says whether runs
- * or repeats dominate and how many bins the values need.  Counts that need
- * a large output, on one counting thread anyway, go straight into the
+ * or repeats dominate and how many bins the values need.  Counts and
+ * weighted sums that need a large output, on one counting thread anyway, go straight into the
  * output (bincount_cpu_grow.h); if a value there needs too many bins, the
  * call starts over on the other paths.  Otherwise the call
  * counts x into privatized histograms (bincount_cpu_hist.h, with the loops of
@@ -114,11 +114,11 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
     return ctx->hists == NULL ? -1 : 0;
 }
 
-#if !BC_WEIGHTED && !BC_SCATTER
+#if !BC_SCATTER
 /* Does the output-histogram of bincount_cpu_grow.h count this call?  Counts
- * of the bincount form into cells of 4 or 8 bytes, fewer than 2**32 elements
- * (a counted bin is then never 0, so the last non-zero bin is the largest
- * value), `need` sampled bins of BC_GROW_MIN_BYTES or more and at most
+ * or weighted sums of the bincount form into cells of 4 or 8 bytes, fewer
+ * than 2**32 elements (a counted bin is then never 0, so the last non-zero
+ * bin is the largest value; weighted sums track it), `need` sampled bins of BC_GROW_MIN_BYTES or more and at most
  * BC_GROW_MAX_BINS, no runs, and one counting thread anyway (one thread, or
  * more bins than threaded private histograms may have). */
 static int APPLY_SPECIFIC(bc_grow_wanted)(const BC_CTX *ctx, int nt, npy_uint64 need)
@@ -143,7 +143,7 @@ static int APPLY_SPECIFIC(bc_run)(BC_CTX *ctx, PyArrayObject **res)
         return *res == NULL ? -1 : 0;
     }
     APPLY_SPECIFIC(bc_sample)(ctx);
-#if !BC_WEIGHTED && !BC_SCATTER
+#if !BC_SCATTER
     {
         const npy_uint64 need = ctx->top + 1 > (npy_uint64)ctx->n ? ctx->top + 1 : (npy_uint64)ctx->n;
         if (APPLY_SPECIFIC(bc_grow_wanted)(ctx, nt, need)) {

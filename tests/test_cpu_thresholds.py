@@ -222,10 +222,10 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
                                              ("int64", "float64"), ("int32", "float32"),
                                              ("int64", "int16"), ("uint64", None)])
 def test_output_histogram_threshold(x_dtype, w_dtype, omp, rng):
-    """From BC_GROW_MIN_BYTES of sampled output up, counts into 4- and 8-byte
-    outputs go into the output itself on one counting thread (one thread, or
-    several and many bins); weighted sums and narrow counts keep the other
-    paths at the same sizes.  Below and above the threshold."""
+    """From BC_GROW_MIN_BYTES of sampled output up, counts and weighted sums
+    into 4- and 8-byte outputs go into the output itself on one counting
+    thread (one thread, or several and many bins); narrow sums (int16) keep
+    the other paths at the same sizes.  Below and above the threshold."""
     itemsize = np.dtype(w_dtype or x_dtype).itemsize
     edge = GROW_BYTES // itemsize
     top_of = int(np.iinfo(x_dtype).max)
@@ -234,7 +234,7 @@ def test_output_histogram_threshold(x_dtype, w_dtype, omp, rng):
             _check_bincount(x_dtype, w_dtype, omp, _values(rng, size, top), rng)
 
 
-@pytest.mark.parametrize("w_dtype", [None, "float64"])  # weighted: the other paths, same inputs
+@pytest.mark.parametrize("w_dtype", [None, "float64"])
 def test_output_histogram_grows_and_is_cut(w_dtype, omp, rng):
     """A value the sample did not see (it reads four windows from 0, 1/4, 1/2
     and 3/4 of x) grows the output, once or several times; the output is then
@@ -252,6 +252,40 @@ def test_output_histogram_grows_and_is_cut(w_dtype, omp, rng):
     x = _values(rng, size, 2 * edge)
     for minlength in (2 * edge, 2 * edge + 1, 2 * edge + 2 * edge // 16 + 65, 4 * edge):
         _check_bincount("int64", w_dtype, omp, x, rng, minlength=minlength)
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint64", None),
+                                             ("uint32", None), ("int64", "float64"),
+                                             ("int32", "float32"), ("uint64", "float64")])
+def test_output_histogram_group_test_at_the_capacity(x_dtype, w_dtype, omp, rng):
+    """The vector range test of a group of eight (bincount_cpu_grow.h) at
+    the output's capacity, in each lane: the sample sees the largest value
+    ``top`` (at x[1]), so the output has ``cap = top + 1 + (top + 1) // 16 +
+    64`` bins; ``cap - 1`` in a group is counted on the fast path, ``cap``
+    grows the output.  Weighted: the largest value's weights are zeros (+0.0
+    and -0.0), so the output's length comes from the tracked maximum, not
+    from its last non-zero bin."""
+    case = bincount_case(CPU, x_dtype, w_dtype, omp)
+    edge = GROW_BYTES // 8
+    size = 3 * OMP_MIN_N
+    top = 2 * edge
+    cap = top + 1 + (top + 1) // 16 + 64
+    base = _values(rng, size, top)
+    base[1] = top
+    for lane in range(8):
+        for far in (cap - 1, cap, cap + 1):
+            x = base.copy()
+            x[8 * 4000 + 7 - lane] = cap - 1
+            x[8 * 5000 + lane] = far
+            x = x.astype(x_dtype)
+            w = None
+            if w_dtype is not None:
+                w = rng.standard_normal(size).astype(w_dtype)
+                w[x == far] = 0.0
+                w[8 * 5000 + lane] = -0.0
+            got = case.run(x, w, 0)
+            assert_same_histogram(got, x, w, far + 1, w_dtype or x_dtype,
+                                  what=f"{x_dtype} {w_dtype} lane={lane} value={far} cap={cap}")
 
 
 @pytest.mark.parametrize("x_dtype", ["int64", "int32"])
