@@ -10,7 +10,13 @@
  * (unsigned 32-bit lanes: after the test every value is below cap <= 2**22,
  * so the upper half of a 64-bit value is 0).  The scalar maxima these
  * instructions replace cost two instructions per element, which made a
- * plain numba loop faster.  The eight additions go to the histogram's four
+ * plain numba loop faster.  Float64 weights are read with two vector loads
+ * too, their lanes taken out with shuffles: each element then costs three
+ * loads and a store (its value, its bin, the bin's store) instead of four
+ * loads, and the loads were what bounded this loop (1e6 int64 values into
+ * 1000 bins: 0.305 ms against 0.336 ms with scalar loads of the weights
+ * and 0.46 ms for the plain loop; C microbenchmark, thread CPU time, best
+ * of 41, load average 4.4).  The eight additions go to the histogram's four
  * interleaved copies in turn (one copy: four aliases of it).  A group that
  * fails the test returns to the caller, whose slow path takes it element by
  * element.
@@ -59,6 +65,24 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_simd)(BC_HIST *h, const BC_X_T *BC_
             break;
         }
         m0 = _mm256_max_epu32(m0, a);
+        if (BC_OUT_FLOAT && sizeof(BC_OUT_T) == 8 && wstep == 1) {
+            /* float64 weights: two vector loads, the lanes taken out of
+             * them (one shuffle for the odd ones) instead of eight scalar
+             * loads, which would compete with the histogram's loads. */
+            const __m256d wa = _mm256_loadu_pd((const double *)(const void *)(w + i));
+            const __m256d wb = _mm256_loadu_pd((const double *)(const void *)(w + i + 4));
+            const __m128d w01 = _mm256_castpd256_pd128(wa), w23 = _mm256_extractf128_pd(wa, 1);
+            const __m128d w45 = _mm256_castpd256_pd128(wb), w67 = _mm256_extractf128_pd(wb, 1);
+            h0[(npy_intp)x[i]] += (BC_H_T)_mm_cvtsd_f64(w01);
+            h1[(npy_intp)x[i + 1]] += (BC_H_T)_mm_cvtsd_f64(_mm_unpackhi_pd(w01, w01));
+            h2[(npy_intp)x[i + 2]] += (BC_H_T)_mm_cvtsd_f64(w23);
+            h3[(npy_intp)x[i + 3]] += (BC_H_T)_mm_cvtsd_f64(_mm_unpackhi_pd(w23, w23));
+            h0[(npy_intp)x[i + 4]] += (BC_H_T)_mm_cvtsd_f64(w45);
+            h1[(npy_intp)x[i + 5]] += (BC_H_T)_mm_cvtsd_f64(_mm_unpackhi_pd(w45, w45));
+            h2[(npy_intp)x[i + 6]] += (BC_H_T)_mm_cvtsd_f64(w67);
+            h3[(npy_intp)x[i + 7]] += (BC_H_T)_mm_cvtsd_f64(_mm_unpackhi_pd(w67, w67));
+            continue;
+        }
         h0[(npy_intp)x[i]] += BC_INC(i);
         h1[(npy_intp)x[i + 1]] += BC_INC(i + 1);
         h2[(npy_intp)x[i + 2]] += BC_INC(i + 2);
