@@ -10,7 +10,8 @@
  *   bincount_cpu_hist.h     few bins: privatized histograms (copies, slow path,
  *                           tasks, merge);
  *   bincount_cpu_weighted.h weighted sums over few bins: the AVX2 loop;
- *   bincount_cpu_far.h      private histograms beyond the L2 cache: prefetches;
+ *   bincount_cpu_far.h      private histograms beyond the L2 cache: the vector
+ *                           range test (prefetches without AVX2);
  *   bincount_cpu_runs.h     runs of equal values: one update per run;
  *   bincount_cpu_direct.h   many bins: the min/max pass, then one thread counts
  *                           straight into the output;
@@ -79,7 +80,9 @@
 /* Histograms and outputs from this size up are counted with prefetches: the
  * measured crossover (uniform values, private histograms of 256 KiB to 16 MiB,
  * counts and float64 sums): up to 1 MiB prefetching cost 0-9%, from 2 MiB
- * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core. */
+ * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core.  With
+ * AVX2 the far loop of such histograms has a vector range test and no
+ * prefetches (bincount_cpu_far.h); the direct path keeps them. */
 #define BC_PREFETCH_MIN_BYTES (2 << 20)
 #endif
 #ifndef BC_PREFETCH_DIST

@@ -122,6 +122,7 @@ static int APPLY_SPECIFIC(bc_grow_group_bad)(const BC_X_T *BC_RESTRICT x, npy_in
     }
 }
 
+#if !BC_WEIGHTED
 /* The counting loop of the output-histogram: x[i:end) in groups of eight
  * while every value of a group lies in [0, cap).  Returns the index of the
  * first group that did not (or of the tail shorter than a group). */
@@ -149,6 +150,7 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp
     }
     return i;
 }
+#endif
 
 #if BC_WEIGHTED
 /* The weighted counting loop: as bc_grow_fast, adding w[i] and keeping the

@@ -36,7 +36,7 @@
  * - otherwise one copy: on uniform data copies only cost cache (measured 1.2x
  *   slower with four copies of 1000 float64 bins).
  * A histogram of BC_PREFETCH_MIN_BYTES or more (beyond the L2 cache) is
- * counted with prefetches (bincount_cpu_far.h).
+ * counted by the loop of bincount_cpu_far.h (a vector range test).
  *
  * At the end the histograms are summed into a zeroed output, bins cut into
  * merge tasks; a single histogram is copied into an output that is not

@@ -220,7 +220,8 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
 # -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint32", None),
                                              ("int64", "float64"), ("int32", "float32"),
-                                             ("int64", "int16"), ("uint64", None)])
+                                             ("int64", "int16"), ("uint64", None),
+                                             ("int32", "int32"), ("int64", "int64")])
 def test_output_histogram_threshold(x_dtype, w_dtype, omp, rng):
     """From BC_GROW_MIN_BYTES of sampled output up, counts and weighted sums
     into 4- and 8-byte outputs go into the output itself on one counting
@@ -256,7 +257,8 @@ def test_output_histogram_grows_and_is_cut(w_dtype, omp, rng):
 
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint64", None),
                                              ("uint32", None), ("int64", "float64"),
-                                             ("int32", "float32"), ("uint64", "float64")])
+                                             ("int32", "float32"), ("uint64", "float64"),
+                                             ("int64", "int64"), ("int32", "int32")])
 def test_output_histogram_group_test_at_the_capacity(x_dtype, w_dtype, omp, rng):
     """The vector range test of a group of eight (bincount_cpu_grow.h) at
     the output's capacity, in each lane: the sample sees the largest value
@@ -280,7 +282,7 @@ def test_output_histogram_group_test_at_the_capacity(x_dtype, w_dtype, omp, rng)
             x = x.astype(x_dtype)
             w = None
             if w_dtype is not None:
-                w = rng.standard_normal(size).astype(w_dtype)
+                w = (rng.standard_normal(size) * 3).astype(w_dtype)
                 w[x == far] = 0.0
                 w[8 * 5000 + lane] = -0.0
             got = case.run(x, w, 0)
@@ -300,6 +302,46 @@ def test_output_histogram_refuses_negative_values(x_dtype, omp, rng):
         x[5 * size // 8] = 5 * edge
         x[pos] = -3
         _assert_reference_error(case, x, rng)
+
+
+# -- private histograms beyond the L2 cache (bincount_cpu_far.h) ------------------------
+@pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("int64", "float64")])
+def test_far_loop_grows_at_the_capacity(x_dtype, w_dtype, omp, rng):
+    """Threaded private histograms of BC_PREFETCH_MIN_BYTES and more (the
+    bincount form, OpenMP on): the first half of x needs 2**k bins, the
+    second half values just past them, at every lane of a group, so the far
+    loop's vector range test must send them to the slow path, which grows
+    the histogram (beyond the limit of private histograms: the direct path)."""
+    cap = PREFETCH_BYTES // 4  # 32-bit counts: a histogram of exactly the threshold
+    size = 4 * cap + 4 * TASK_LEN
+    for lane in range(8):
+        x = np.concatenate([rng.integers(0, cap, size=size // 2),
+                            rng.integers(0, cap + cap // 32, size=size - size // 2)])
+        x[size // 2 + 8 * 101 + lane] = cap  # the smallest value past the capacity
+        x[: size // 2][5] = cap - 1
+        _check_bincount(x_dtype, w_dtype, omp, x, rng)
+
+
+@pytest.mark.parametrize("x_dtype,w_ndim", [("int64", None), ("int32", None), ("int64", 1)])
+def test_scatter_far_loop_at_a_power_of_two_length(x_dtype, w_ndim, rng):
+    """The scatter-add form with n = 2**k bins (the histogram's capacity is
+    then exactly n) beyond BC_PREFETCH_MIN_BYTES, one thread: n itself, at
+    each lane of a group, fails the far loop's range test and raises the
+    IndexError of np.add.at; without it the sums are those of np.add.at."""
+    n = PREFETCH_BYTES // 4
+    size = 2 * n + 8
+    case = scatter_case(CPU, x_dtype, "float64", w_ndim, False)
+    idx = rng.integers(0, n, size=size).astype(x_dtype)
+    w = None if w_ndim is None else rng.standard_normal(size)
+    assert_same_histogram(case.run(idx, w, n), idx, w, n, "float64", what=f"n={n}")
+    for lane in range(8):
+        bad = idx.copy()
+        bad[8 * 1001 + lane] = n
+        with pytest.raises(IndexError) as expected:
+            reference_bincount(bad, n, w, mode="scatter")
+        with pytest.raises(IndexError) as raised:
+            case.run(bad, w, n)
+        assert str(raised.value).startswith(str(expected.value))
 
 
 # -- the scatter-add form ---------------------------------------------------------------
