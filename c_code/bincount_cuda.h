@@ -69,6 +69,14 @@ typedef unsigned int bc_u32;
 /* Indices one thread of the checking kernel loads at once (its loads in
  * flight), and is given before more blocks are launched. */
 #define BC_CUDA_ROWS_CHECK_PER_THREAD 4
+/* float32 rows are summed in a float64 scratch the size of the output (native
+ * double atomics, then one rounding per element; scatter_add_cuda_kernel.cu)
+ * when it takes at most this many bytes ... */
+#define BC_CUDA_ROWS_SCRATCH_MAX_BYTES 268435456
+/* ... and the output has at most this many rows per index (the scratch costs
+ * a pass over the whole output; an update of a few rows of a large table
+ * takes the batched compare-and-swap instead). */
+#define BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX 4
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */
@@ -127,9 +135,12 @@ typedef struct bc_finish_params {
 } bc_finish_params;
 
 /*
- * Parameters of the two kernels of the scatter-add of rows, passed by value:
- * scatter_rows_check_<idx> (reads idx, n, nrows, idx_stride, status) and
- * scatter_rows_add_<idx>_<out> (everything else).  out[row * out_row + j]
+ * Parameters of the kernels of the scatter-add of rows, passed by value:
+ * scatter_rows_check_<idx> (reads idx, n, nrows, idx_stride, status),
+ * scatter_rows_add_<idx>_<out> (everything but scratch),
+ * scatter_rows_wide_<idx>_f32 (the same, adding into scratch instead of out)
+ * and scatter_rows_finish_f32 (out, out_row, nrows, row_size, scratch,
+ * status).  out[row * out_row + j]
  * += inc[i * inc_row + j * inc_elem] for j < row_size, row = idx[i]
  * (wrapped once when negative).  Every field is 8 bytes except the last two.
  */
@@ -138,6 +149,7 @@ typedef struct bc_rows_params {
     bc_u64 inc;        /* const OUT *: the increments */
     bc_u64 idx;        /* const IDX *: the indices */
     bc_u64 status;     /* bc_status *: the first bad index (check kernel) */
+    bc_u64 scratch;    /* double *: the negated sums of float32 rows (0: none) */
     bc_i64 n;          /* indices */
     bc_i64 nrows;      /* rows of the output */
     bc_i64 row_size;   /* elements of a row (the product of the other dimensions) */

@@ -198,8 +198,9 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     bc_CUdeviceptr inc, long long inc_row_bytes, long long inc_elem, int inc_device,
     bc_CUdeviceptr idx_ptr, long long idx_length, long long idx_stride_bytes, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
     long long row_size, int check_only, unsigned long long stream, unsigned long long k_context,
-    unsigned long long k_check, unsigned long long k_add, long long k_resident_blocks,
-    bc_lib_alloc_fn alloc, bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
+    unsigned long long k_check, unsigned long long k_add, unsigned long long k_wide,
+    unsigned long long k_finish, long long k_resident_blocks, bc_lib_alloc_fn alloc,
+    bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
 {
     bc_rows_call c;
     bc_rows_kernels k;
@@ -225,6 +226,8 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     k.context = BC_LIB_HANDLE(bc_CUcontext, k_context);
     k.check = BC_LIB_HANDLE(bc_CUfunction, k_check);
     k.add = BC_LIB_HANDLE(bc_CUfunction, k_add);
+    k.wide = BC_LIB_HANDLE(bc_CUfunction, k_wide);
+    k.finish = BC_LIB_HANDLE(bc_CUfunction, k_finish);
     k.resident_blocks = k_resident_blocks;
     return bc_cuda_scatter_rows(api, &c, &k, &host, err);
 }

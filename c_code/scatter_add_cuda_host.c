@@ -94,7 +94,7 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     bc_cuda_error err;
     bc_CUcontext ctx = NULL;
     PyObject *module, *res;
-    unsigned long long v[4];
+    unsigned long long v[6];
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
@@ -113,13 +113,13 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     Py_DECREF(module);
     if (res == NULL)
         return -1;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4) {
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 6) {
         Py_DECREF(res);
         PyErr_SetString(PyExc_RuntimeError,
                         "GpuScatterAdd: c_rows_kernel_handles returned a bad value");
         return -1;
     }
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 6; i++)
         v[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(res, i));
     Py_DECREF(res);
     if (PyErr_Occurred())
@@ -127,7 +127,9 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     k->context = (bc_CUcontext)(size_t)v[0];
     k->check = (bc_CUfunction)(size_t)v[1];
     k->add = (bc_CUfunction)(size_t)v[2];
-    k->resident_blocks = (long long)v[3];
+    k->wide = (bc_CUfunction)(size_t)v[3];
+    k->finish = (bc_CUfunction)(size_t)v[4];
+    k->resident_blocks = (long long)v[5];
     for (i = 0; i < SA_GPU_CONTEXTS; i++) {
         if (table[i].context == k->context)
             return 0; /* filled meanwhile by another call: the same kernels */

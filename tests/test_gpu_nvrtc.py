@@ -60,9 +60,10 @@ def _headers():
 def _kernel_names(family, x_dtype):
     short = sources.DTYPES[x_dtype][1]
     if family == "rows":
-        return [f"scatter_rows_check_{short}"] + [
+        return [f"scatter_rows_check_{short}", f"scatter_rows_wide_{short}_f32",
+                "scatter_rows_finish_f32"] + [
             f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
-        ]
+        ]  # fmt: skip
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64", "f64_f32"]
     return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
@@ -95,6 +96,7 @@ def test_every_kernel_the_launchers_name_exists(compiled):
                 assert acc.finish is None or acc.finish in hist
                 assert sources.family_of(acc.hist_kernel(x_dtype)) == "hist"
             names = sources.rows_kernels(x_dtype, out_dtype)
+            names += tuple(n for n in sources.rows_scratch_kernels(names[1]) if n)
             assert set(names) <= rows
             assert {sources.family_of(n) for n in names} == {"rows"}
 
@@ -125,7 +127,7 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
     them.  The histogram's float32 weights go to global memory as float64
     (native double atomics, which keep subnormals) and shared memory keeps its
     float atomics (they keep them too); the rows' float32 adds are
-    compare-and-swap loops."""
+    compare-and-swap loops, or native double atomics into the float64 scratch."""
     for family, kernel in (("hist", "bincount_hist_i32_f32"), ("rows", "scatter_rows_add_i32_f32")):
         source = _c_code.read_source(sources.FAMILIES[family])
         for arch in ("compute_75", "compute_90"):
@@ -139,6 +141,10 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
                 assert re.search(r"\b(atom|red)\.global\.add\.f64\b", text), arch
             else:
                 assert re.search(r"\batom\.global\.cas\.b32\b", text), arch
+                wide = text[text.index(".entry scatter_rows_wide_i32_f32"):]
+                wide = wide[: wide.index("\n}\n")]
+                assert re.search(r"\b(atom|red)\.global\.add\.f64\b", wide), arch
+                assert not re.search(r"\batom\.global\.cas\b", wide), arch
 
 
 def test_compile_error_raises_with_the_log(nvrtc_lib):

@@ -29,7 +29,13 @@ from typing import Dict, Optional, Tuple
 from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
-from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module, family_of
+from aesara_bincount_core.cuda.sources import (
+    CONSTANTS,
+    THREADS,
+    compile_module,
+    family_of,
+    rows_scratch_kernels,
+)
 
 __all__ = [
     "DeviceModule",
@@ -85,6 +91,9 @@ class RowsKernels:
     context, check, add : int
         ``CUcontext`` and the ``CUfunction`` handles of the checking and the
         adding kernel.
+    wide, finish : int
+        float32 only (else 0): the kernels of the float64 scratch
+        (:func:`sources.rows_scratch_kernels`).
     resident_blocks : int
         Blocks of ``add`` that run at once on the device.
     """
@@ -92,6 +101,8 @@ class RowsKernels:
     context: int
     check: int
     add: int
+    wide: int
+    finish: int
     resident_blocks: int
 
 
@@ -294,10 +305,13 @@ def rows_kernels_for(idx_dtype: str, check: str, add: str) -> RowsKernels:
     nvrtc.NvrtcError, driver.CudaDriverError
     """
     mod = device_module(idx_dtype, family_of(add))
+    wide, finish = rows_scratch_kernels(add)
     with _lock:
         check_func = _function(mod, check)[0]
         add_func, resident, _ = _function(mod, add)
-    return RowsKernels(mod.context, check_func, add_func, resident)
+        wide_func = _function(mod, wide)[0] if wide else 0
+        finish_func = _function(mod, finish)[0] if finish else 0
+    return RowsKernels(mod.context, check_func, add_func, wide_func, finish_func, resident)
 
 
 def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ...]:
@@ -306,11 +320,12 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
     Returns
     -------
     tuple of int
-        ``(context, check function, add function, resident blocks)``: the
-        fields of ``bc_rows_kernels``.
+        ``(context, check function, add function, wide function or 0,
+        finish function or 0, resident blocks)``: the fields of
+        ``bc_rows_kernels``.
     """
     k = rows_kernels_for(idx_dtype, check, add)
-    return (k.context, k.check, k.add, k.resident_blocks)
+    return (k.context, k.check, k.add, k.wide, k.finish, k.resident_blocks)
 
 
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}

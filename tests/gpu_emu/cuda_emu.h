@@ -502,6 +502,11 @@ inline float __uint_as_float(unsigned int v)
     return emu::from_bits<float>(v);
 }
 
+inline long long __double_as_longlong(double v)
+{
+    return emu::from_bits<long long>(emu::to_bits(v));
+}
+
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
 {
     emu::check_mask(mask);

@@ -98,6 +98,7 @@ int dtype_size(const std::string &name)
     H(XN, c32) H(XN, c64) H(XN, i8) H(XN, i16) H(XN, i32) H(XN, i64) H(XN, u8) H(XN, u16)     \
         H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64)                                           \
             {"scatter_rows_check_" #XN, (void *)&scatter_rows_check_##XN, 2},                 \
+            {"scatter_rows_wide_" #XN "_f32", (void *)&scatter_rows_wide_##XN##_f32, 2},      \
         R(XN, i8) R(XN, i16) R(XN, i32) R(XN, i64) R(XN, u8) R(XN, u16) R(XN, u32)            \
             R(XN, u64) R(XN, f32) R(XN, f64)
 
@@ -108,6 +109,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
     {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
+    {"scatter_rows_finish_f32", (void *)&scatter_rows_finish_f32, 2},
 };
 #undef H
 #undef R
