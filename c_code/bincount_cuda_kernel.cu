@@ -179,7 +179,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     {
         const bc_u64 b = bin - lo;
         if (b < sbins)
-            atomicAdd(sh + b, (SH)amount);
+            shared_add(sh + b, (SH)amount, (unsigned)b);
         else
             global_add(out + bin, amount);
     }
