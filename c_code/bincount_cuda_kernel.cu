@@ -45,7 +45,11 @@
  *     all 32 lanes of a warp hold the same bin, their sums are reduced with
  *     shuffles and lane 0 issues one atomic for the warp (warp-aggregated
  *     atomics, as in NVIDIA's blog post "CUDA Pro Tip: Optimized Filtering
- *     with Warp-Aggregated Atomics", 2014).
+ *     with Warp-Aggregated Atomics", 2014).  Shared-memory float and double
+ *     bins, whose atomics are compare-and-swap spins in the hardware, are
+ *     also summed over the lanes that add to the same bin together, and
+ *     64-bit integer bins are added as two native 32-bit adds with a carry
+ *     (shared_add, bincount_cuda_device.cuh).
  *   - The range check is fused with the counting: each thread keeps the
  *     largest value and the first refused position it saw; warps reduce them
  *     and one atomicMax per warp publishes them in the bc_status.  The last

@@ -27,8 +27,8 @@
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
  *     an index outside [-nrows, nrows) with one atomicMax of its complement
- *     per thread that saw one; the host reads it back before the adding
- *     kernel is queued, so nothing is written when an index is bad.
+ *     per thread that saw one; the kernels queued after it on the stream
+ *     read it first and exit on a bad index, so nothing is written then.
  *   - The adding kernel splits the work into items: a chunk of `chunk`
  *     consecutive indices times a tile of columns.  A warp takes an item at a
  *     time.  Its lanes share rows of `lanes` = min(32, D) lanes: a wide row
@@ -55,10 +55,8 @@
  *         does not serialise on a hot row as a compare-and-swap loop does);
  *         then the finish kernel adds each element's sum to out and rounds
  *         it to float32 once.  The checking kernel sets the scratch to
- *         -0.0, the additive identity (not +0.0: x + (-x) is +0.0 whatever
- *         the signs, so negated sums from zero bits would not do); an
- *         element whose sum stays -0.0 (no increment, or only -0.0 ones) is
- *         left as it was, base + -0.0 being the base.
+ *         -0.0, the additive identity; an element whose sum stays -0.0 (no
+ *         increment, or only -0.0 ones) is left as it was (base + -0.0).
  *       - otherwise a compare-and-swap loop per element, BC_CUDA_ROWS_TILE of
  *         them side by side (the tile's loads, then its compare-and-swaps,
  *         then again only those that failed: tile_adder), so that a lane has

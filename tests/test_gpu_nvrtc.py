@@ -147,6 +147,36 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
                 assert not re.search(r"\batom\.global\.cas\b", wide), arch
 
 
+def _entries(ptx: str):
+    """{kernel name: its PTX body}."""
+    return {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"\.entry (\w+)\((.*?)\n}\n", ptx, re.DOTALL)
+    }
+
+
+def test_shared_memory_atomics_are_native_or_aggregated(nvrtc_lib):
+    """Shared-memory float and 64-bit atomics are compare-and-swap spins in
+    SASS (ATOMS.CAST.SPIN): 64-bit integer bins take two native 32-bit adds,
+    float and double bins sum equal bins of the warp first (match.any); bins
+    with native atomics (32-bit integers) are not aggregated."""
+    source = _c_code.read_source(sources.KERNEL_SOURCE)
+    options = ["-arch=compute_90", *sources.module_options("int32")]
+    ptx, _ = nvrtc_lib.compile(source, "k.cu", options, _headers(), kind="ptx")
+    entries = _entries(ptx.decode(errors="replace"))
+    for inc in ("i64", "u64"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert "atom.shared.add.u32" in body and "atom.shared.add.u64" not in body, inc
+        assert "match.any" not in body, inc
+    for inc in ("f32", "f64"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert re.search(r"\bmatch\.any\.sync\.b32\b", body), inc
+        assert f"atom.shared.add.{inc}" in body, inc
+    for inc in ("c32", "c64", "i32"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert "atom.shared.add.u32" in body and "match.any" not in body, inc
+
+
 def test_compile_error_raises_with_the_log(nvrtc_lib):
     with pytest.raises(nvrtc.NvrtcError, match="undefined"):
         nvrtc_lib.compile("__global__ void k() { undefined_thing(); }", "bad.cu", ["-arch=sm_90"])
