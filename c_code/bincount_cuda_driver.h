@@ -42,6 +42,7 @@ typedef bc_CUresult (*bc_PFN_cuGetErrorName)(bc_CUresult, const char **);
 typedef bc_CUresult (*bc_PFN_cuGetErrorString)(bc_CUresult, const char **);
 typedef bc_CUresult (*bc_PFN_cuCtxGetCurrent)(bc_CUcontext *);
 typedef bc_CUresult (*bc_PFN_cuCtxGetDevice)(bc_CUdevice *);
+typedef bc_CUresult (*bc_PFN_cuCtxGetId)(bc_CUcontext, unsigned long long *);
 typedef bc_CUresult (*bc_PFN_cuLaunchKernel)(bc_CUfunction, unsigned int, unsigned int,
                                              unsigned int, unsigned int, unsigned int,
                                              unsigned int, unsigned int, bc_CUstream, void **,
@@ -70,6 +71,7 @@ typedef struct bc_cuda_api {
     bc_PFN_cuMemsetD32Async MemsetD32Async;
     bc_PFN_cuMemHostAlloc MemHostAlloc;
     bc_PFN_cuMemFreeHost MemFreeHost;
+    bc_PFN_cuCtxGetId CtxGetId; /* CUDA 12.0 and later; NULL when the driver lacks it */
 } bc_cuda_api;
 
 /* ---- the error record ---- */
@@ -203,12 +205,30 @@ static const bc_cuda_api *bc_cuda_load(bc_cuda_error *err)
     BC_LOAD(MemHostAlloc, "cuMemHostAlloc");
     BC_LOAD(MemFreeHost, "cuMemFreeHost");
 #undef BC_LOAD
+    *(void **)(&table->CtxGetId) = dlsym(lib, "cuCtxGetId"); /* optional */
     if (!__atomic_compare_exchange_n(&published, &expected, table, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         free(table);
         return expected;
     }
     return table;
+}
+
+/*
+ * The key of context `ctx` in the launchers' kernel tables: its unique ID
+ * (cuCtxGetId, which no later context reuses), or, when the driver lacks it
+ * or refuses, the CUcontext pointer itself (which a context created after
+ * another was destroyed may reuse).  0 for no context.
+ * aesara_bincount_core/cuda/driver.py's context_key is the same key.
+ */
+static unsigned long long bc_cuda_context_key(const bc_cuda_api *api, bc_CUcontext ctx)
+{
+    unsigned long long id = 0;
+    if (ctx == NULL)
+        return 0;
+    if (api->CtxGetId != NULL && api->CtxGetId(ctx, &id) == BC_CUDA_SUCCESS)
+        return id | (1ull << 63); /* never equal to a pointer (user-space addresses) */
+    return (unsigned long long)(size_t)ctx;
 }
 
 /*

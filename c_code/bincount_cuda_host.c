@@ -20,7 +20,9 @@
  *   - the kernels of the current CUDA context come from the Python kernel
  *     layer (aesara_bincount_core/cuda/modules.py: NVRTC, module loading,
  *     occupancy), asked once per context and kept in a small table keyed by
- *     the context, of which each call takes its own copy (so Python code that
+ *     the context's unique ID (bc_cuda_context_key: a context created at the
+ *     address of a destroyed one is another entry), of which each call takes
+ *     its own copy (so Python code that
  *     runs during a call -- an allocation, a garbage collection, another
  *     thread on another device -- cannot change what the call launches);
  *   - device memory comes from CuPy's memory pool (cupy.zeros / cupy.empty);
@@ -98,14 +100,16 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
     bc_cuda_error err;
     bc_CUcontext ctx = NULL;
+    unsigned long long key;
     PyObject *module, *res;
     unsigned long long v[6];
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
+    key = bc_cuda_context_key(api, ctx);
     for (i = 0; ctx != NULL && i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == ctx) {
+        if (table[i].kernels.context_key == key) {
             *k = table[i].kernels;
             *last_length = table[i].last_length;
             return 0;
@@ -130,6 +134,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     if (PyErr_Occurred())
         return -1;
     k->context = (bc_CUcontext)(size_t)v[0];
+    k->context_key = bc_cuda_context_key(api, k->context);
     k->hist = (bc_CUfunction)(size_t)v[1];
     k->finish = (bc_CUfunction)(size_t)v[2];
     k->resident_blocks = (long long)v[3];
@@ -139,7 +144,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     /* Another call may have filled the entry meanwhile (the kernel layer ran
      * Python code): it is the same context, the same kernels. */
     for (i = 0; i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == k->context)
+        if (table[i].kernels.context_key == k->context_key)
             return 0;
     }
     APPLY_SPECIFIC(bc_gpu_table)(&slot);
@@ -149,12 +154,12 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
 }
 
 /* Remember the length of a call in the context's entry, as the next guess. */
-static void APPLY_SPECIFIC(bc_gpu_remember)(bc_CUcontext ctx, long long length)
+static void APPLY_SPECIFIC(bc_gpu_remember)(unsigned long long context_key, long long length)
 {
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
     int i;
     for (i = 0; i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == ctx)
+        if (table[i].kernels.context_key == context_key)
             table[i].last_length = length;
     }
 }
@@ -230,7 +235,7 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
             return -1;
     }
     if (!BC_SCATTER && c.x.length > 0)
-        APPLY_SPECIFIC(bc_gpu_remember)(k.context, res.length);
+        APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, res.length);
     Py_XDECREF(*out);
     *out = result;
     return 0;

@@ -106,6 +106,7 @@ static long long bc_cuda_stride(const bc_cuda_array *a)
  * that size a launch (aesara_bincount_core/cuda/modules.py measures them). */
 typedef struct bc_cuda_kernels {
     bc_CUcontext context;           /* the context they were loaded in */
+    unsigned long long context_key; /* its bc_cuda_context_key (the host's tables) */
     bc_CUfunction hist;             /* bincount_hist_<x>_<inc> */
     bc_CUfunction finish;           /* bincount_finish_<acc>_<out>, or NULL */
     long long resident_blocks;      /* blocks of hist that run at once on the device */

@@ -68,6 +68,7 @@
  * context (aesara_bincount_core/cuda/modules.py loads and sizes them). */
 typedef struct bc_rows_kernels {
     bc_CUcontext context;
+    unsigned long long context_key; /* its bc_cuda_context_key (the host's tables) */
     bc_CUfunction check;       /* scatter_rows_check_<idx> */
     bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> */
     bc_CUfunction wide;        /* float32: scatter_rows_wide_<idx>_f32, else NULL */

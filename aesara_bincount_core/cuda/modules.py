@@ -6,7 +6,9 @@ device architecture
 (NVRTC, cached on disk) and loaded once per CUDA context; both the kernel
 layer's launcher and the host C code of the GpuBincount Op
 (:func:`c_kernel_handles`) take their kernels from here, keyed by the
-context current on the calling thread.
+context current on the calling thread (its unique ID,
+:meth:`driver.Driver.context_key`, so that a context created where a
+destroyed one was gets modules of its own).
 
 Sizing a histogram kernel's launch (:class:`Kernels`): the plan wants
 ``BC_CUDA_BLOCKS_PER_SM`` blocks resident per multiprocessor, each with its
@@ -192,7 +194,7 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
     """
     drv = _driver.driver()
     ctx = _current_context(drv)
-    key = (ctx, family, x_dtype)
+    key = (drv.context_key(ctx), family, x_dtype)
     with _lock:
         mod = _modules.get(key)
         if mod is not None:
@@ -371,7 +373,7 @@ def generated_function(name: str, source: str, headers: Dict[str, str],
     """
     drv = _driver.driver()
     ctx = _current_context(drv)
-    key = (ctx, name)
+    key = (drv.context_key(ctx), name)
     with _lock:
         found = _generated.get(key)
         if found is not None:

@@ -435,3 +435,28 @@ def test_two_devices_each_with_its_kernels_and_a_base_on_another_device():
     with pytest.raises(ValueError, match="lives on device 1, but the current device is 0"):
         f1()  # called on device 0
     np.testing.assert_array_equal(W1.get_value(), expected)
+
+
+@needs_emulation
+@pytest.mark.parametrize("with_id", [True, False])
+def test_a_context_made_where_a_destroyed_one_was_gets_kernels_of_its_own(with_id, monkeypatch):
+    """The kernel tables (the host code's, modules.py's) are keyed by
+    cuCtxGetId, not by the CUcontext pointer, which a new context may reuse:
+    after the fake driver replaces the context at the same address, both Ops
+    load their kernels again (they used to launch the old context's:
+    CUDA_ERROR_INVALID_HANDLE).  A driver without the call (FAKE_CUDA_NO_CTX_ID)
+    keys them by the pointer, as before."""
+    if not with_id:
+        monkeypatch.setenv("FAKE_CUDA_NO_CTX_ID", "1")
+    W = gpu.shared(np.zeros((4, 3), dtype="float32"), name="W")
+    I = gpu.shared(np.array([0, 3, 3]), name="I")
+    f = aesara.function([], at.bincount(I), updates={W: at.inc_subtensor(W[I], 1.0)})
+    ops = {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
+    assert {"GpuBincount", "GpuScatterAdd"} <= ops, ops
+    rounds = 2 if with_id else 1
+    for r in range(rounds):
+        if r:
+            driver().fake_cuda_replace_context(0)
+        np.testing.assert_array_equal(np.asarray(f()), [1, 0, 0, 2])
+    want = expected_rows(np.zeros((4, 3), "float32"), np.ones(1), [0, 3, 3] * rounds)
+    np.testing.assert_array_equal(GPU.get(W), want)

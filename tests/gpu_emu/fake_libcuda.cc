@@ -38,8 +38,14 @@
  * host with generated_emu.cc (g++, cached there by name and by this
  * library's build), dlopens it and launches it from cuLaunchKernel.
  *
+ * Contexts have IDs (cuCtxGetId, unless FAKE_CUDA_NO_CTX_ID is set, when
+ * it fails as on a driver older than CUDA 12.0).  fake_cuda_replace_context
+ * stands for a context destroyed and another created at the same address:
+ * the pointer stays, the ID changes, and the functions got in the old one
+ * fail to launch (CUDA_ERROR_INVALID_HANDLE) until they are got again.
+ *
  * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
- * held synchronizations, load counts.
+ * held synchronizations, load counts, context replacement.
  *
  * Test code only (C++20, g++).
  */
@@ -120,9 +126,11 @@ constexpr int N_KERNELS = sizeof(kernels) / sizeof(kernels[0]);
 struct function_entry {
     const kernel_entry *kernel;
     int device;
+    unsigned long long context_id; /* of the context it was got in */
 };
 struct context_entry {
     int device;
+    unsigned long long id;
 };
 struct module_entry {
     int device;
@@ -181,9 +189,10 @@ void make_tables()
         return;
     for (int d = 0; d < MAX_DEVICES; d++) {
         contexts[d].device = d;
+        contexts[d].id = (unsigned long long)d + 1;
         modules[d].device = d;
         for (int i = 0; i < N_KERNELS; i++)
-            functions[d][i] = {&kernels[i], d};
+            functions[d][i] = {&kernels[i], d, 0};
     }
     tables_ready = true;
 }
@@ -336,6 +345,15 @@ void fake_cuda_fail_after(int which, int code, int skip)
     fail_skip = skip;
 }
 
+/* Test API: device `device`'s context destroyed and another created at the
+ * same address (a new ID; functions got before fail to launch). */
+void fake_cuda_replace_context(int device)
+{
+    make_tables();
+    std::lock_guard<std::mutex> g(lock);
+    contexts[device].id += 1000;
+}
+
 /* Test API: the calling thread's current device (its context). */
 void fake_cuda_set_device(int device)
 {
@@ -443,6 +461,17 @@ CUresult cuCtxGetCurrent(void **ctx)
     return OK;
 }
 
+CUresult cuCtxGetId(void *ctx, unsigned long long *id)
+{
+    const context_entry *c = (const context_entry *)ctx;
+    if (env_int("FAKE_CUDA_NO_CTX_ID", 0))
+        return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    if (c < &contexts[0] || c >= &contexts[MAX_DEVICES])
+        return ERR_INVALID_CONTEXT;
+    *id = c->id;
+    return OK;
+}
+
 CUresult cuCtxGetDevice(int *dev)
 {
     *dev = current_device;
@@ -501,7 +530,9 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
         return ERR_INVALID_VALUE;
     for (int i = 0; i < N_KERNELS; i++) {
         if (std::strcmp(kernels[i].name, name) == 0) {
-            *func = &functions[m->device][i];
+            function_entry *f = &functions[m->device][i];
+            __atomic_store_n(&f->context_id, contexts[m->device].id, __ATOMIC_RELAXED);
+            *func = f;
             return OK;
         }
     }
@@ -593,7 +624,8 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     if (f == nullptr || params == nullptr || extra != nullptr)
         return ERR_INVALID_VALUE;
-    if (f->device != current_device)
+    if (f->device != current_device ||
+        __atomic_load_n(&f->context_id, __ATOMIC_RELAXED) != contexts[current_device].id)
         return ERR_INVALID_HANDLE; /* a function of another context */
     if (gx == 0 || gy != 1 || gz != 1 || bx != BC_CUDA_THREADS || by != 1 || bz != 1)
         return ERR_INVALID_VALUE;
