@@ -71,6 +71,7 @@ static bc_cuda_kernels bc_lib_kernels(unsigned long long context, unsigned long 
                                       long long shared_budget, unsigned long long total_memory)
 {
     bc_cuda_kernels k;
+    memset(&k, 0, sizeof(k)); /* context_key: only the Ops' tables use it */
     k.context = BC_LIB_HANDLE(bc_CUcontext, context);
     k.hist = BC_LIB_HANDLE(bc_CUfunction, hist);
     k.finish = BC_LIB_HANDLE(bc_CUfunction, finish);
@@ -209,6 +210,7 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     if (api == NULL)
         return -1;
     memset(&c, 0, sizeof(c));
+    memset(&k, 0, sizeof(k));
     c.out = out;
     c.out_row_bytes = out_row_bytes;
     c.out_device = out_device;
