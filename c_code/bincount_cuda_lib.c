@@ -228,6 +228,7 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     k.context = BC_LIB_HANDLE(bc_CUcontext, k_context);
     k.check = BC_LIB_HANDLE(bc_CUfunction, k_check);
     k.add = BC_LIB_HANDLE(bc_CUfunction, k_add);
+    k.context_key = bc_cuda_context_key(api, k.context); /* as the Op's table has it */
     k.wide = BC_LIB_HANDLE(bc_CUfunction, k_wide);
     k.finish = BC_LIB_HANDLE(bc_CUfunction, k_finish);
     k.resident_blocks = k_resident_blocks;
