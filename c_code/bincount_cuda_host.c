@@ -8,7 +8,15 @@
  *                                    PyObject *weights,       // cupy.ndarray or NULL
  *                                    PyObject **out);         // cupy.ndarray (n_bins,)
  *
- * It returns 0 on success and -1 with a Python exception set on failure (the
+ * and, for aesara_bincount_core.gpu.fused.GpuFusedBincount (the weights
+ * computed inline by a generated kernel; only when BC_FUSED_KINDS is
+ * defined):
+ *
+ *   int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject *x, PyArrayObject *n,
+ *                                          PyObject **ins,    // the weights' inputs
+ *                                          PyObject **out);
+ *
+ * Both return 0 on success and -1 with a Python exception set on failure (the
  * same types and messages as the CPU Op); on failure *out is left as it was
  * and no input is written.
  *
@@ -32,7 +40,10 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE.  Compiled on its own, it instantiates the int64 count
+ * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS (a C string, one
+ * letter per input of the weights: 'a' a GPU array, 's' a host scalar) and
+ * BC_FUSED_ITEMSIZES (their itemsizes, a C array initializer), and
+ * BC_HIST_KERNEL is then its generated kernel.  Compiled on its own, it instantiates the int64 count
  * of the bincount form, which the test-suite uses to check that the file
  * stands alone.
  */
@@ -174,10 +185,13 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
     return 0;
 }
 
-int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
-                                 PyObject **out)
+/*
+ * The call, once for both entry points: weights `w_in` (a cupy.ndarray, or
+ * NULL when counting or fused) or the fused inputs (`fused` and the GPU
+ * arrays among them, NULL when not fused).
+ */
+static int APPLY_SPECIFIC(bc_gpu_call)(bc_cuda_bincount_call *c, PyObject **out)
 {
-    bc_cuda_bincount_call c;
     bc_cuda_kernels k;
     bc_cuda_host host;
     bc_cuda_result res;
@@ -186,8 +200,46 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
     unsigned long long stream;
     PyObject *result;
 
-    memset(&c, 0, sizeof(c));
     memset(&err, 0, sizeof(err));
+    api = bc_cuda_load(&err);
+    if (api == NULL)
+        return bc_host_raise(&err, "GpuBincount");
+    if (APPLY_SPECIFIC(bc_gpu_prepare)(api, &k, &c->capacity_hint) != 0 ||
+        bc_cupy_current_stream(&stream) != 0)
+        return -1;
+    c->scatter = BC_SCATTER;
+    c->x_signed = BC_X_SIGNED;
+    c->out_dtype = BC_OUT_DTYPE;
+    c->out_itemsize = ITEMSIZE_OUTPUT_0;
+    c->buffer_dtype = BC_BUF_DTYPE;
+    c->buffer_itemsize = BC_BUF_ITEMSIZE;
+    c->shared_itemsize = BC_SHARED_ITEMSIZE;
+    c->stream = (bc_CUstream)(size_t)stream;
+    host.ctx = NULL;
+    bc_host_cupy(&host);
+
+    if (bc_cuda_bincount(api, c, &k, &host, &res, &err) != 0)
+        return bc_host_raise(&err, "GpuBincount");
+    result = (PyObject *)res.array;
+    if (res.view) {
+        PyObject *whole = result;
+        result = PySequence_GetSlice(whole, 0, (Py_ssize_t)res.length);
+        Py_DECREF(whole);
+        if (result == NULL)
+            return -1;
+    }
+    if (!BC_SCATTER && c->x.length > 0)
+        APPLY_SPECIFIC(bc_gpu_remember)(k.context, res.length);
+    Py_XDECREF(*out);
+    *out = result;
+    return 0;
+}
+
+int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
+                                 PyObject **out)
+{
+    bc_cuda_bincount_call c;
+    memset(&c, 0, sizeof(c));
     if (APPLY_SPECIFIC(bc_gpu_describe)(x, "x", &c.x) != 0 ||
         bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
         return -1;
@@ -202,39 +254,68 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
 #else
     (void)w_in;
 #endif
-    api = bc_cuda_load(&err);
-    if (api == NULL)
-        return bc_host_raise(&err, "GpuBincount");
-    if (APPLY_SPECIFIC(bc_gpu_prepare)(api, &k, &c.capacity_hint) != 0 ||
-        bc_cupy_current_stream(&stream) != 0)
-        return -1;
-    c.scatter = BC_SCATTER;
-    c.x_signed = BC_X_SIGNED;
-    c.out_dtype = BC_OUT_DTYPE;
-    c.out_itemsize = ITEMSIZE_OUTPUT_0;
-    c.buffer_dtype = BC_BUF_DTYPE;
-    c.buffer_itemsize = BC_BUF_ITEMSIZE;
-    c.shared_itemsize = BC_SHARED_ITEMSIZE;
-    c.stream = (bc_CUstream)(size_t)stream;
-    host.ctx = NULL;
-    bc_host_cupy(&host);
-
-    if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
-        return bc_host_raise(&err, "GpuBincount");
-    result = (PyObject *)res.array;
-    if (res.view) {
-        PyObject *whole = result;
-        result = PySequence_GetSlice(whole, 0, (Py_ssize_t)res.length);
-        Py_DECREF(whole);
-        if (result == NULL)
-            return -1;
-    }
-    if (!BC_SCATTER && c.x.length > 0)
-        APPLY_SPECIFIC(bc_gpu_remember)(k.context, res.length);
-    Py_XDECREF(*out);
-    *out = result;
-    return 0;
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
 }
+
+#ifdef BC_FUSED_KINDS
+/*
+ * The fused weights: each GPU array input becomes a data pointer and a
+ * stride in elements (0 for one element, broadcast), each host scalar its
+ * bits.  The computed weights have the length of the arrays, which must be
+ * one length where a length of 1 broadcasts (as Elemwise's); the launcher
+ * checks that length against x's as it checks a weights array.
+ */
+int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject *x, PyArrayObject *n_in, PyObject **ins,
+                                       PyObject **out)
+{
+    static const char kinds[] = BC_FUSED_KINDS;
+    static const int itemsizes[] = BC_FUSED_ITEMSIZES;
+    const int nin = (int)sizeof(kinds) - 1;
+    bc_cuda_bincount_call c;
+    bc_fused_params f;
+    bc_cuda_array arrays[BC_CUDA_FUSED_MAX_ARGS];
+    long long length = -1;
+    int i, narrays = 0;
+
+    memset(&c, 0, sizeof(c));
+    memset(&f, 0, sizeof(f));
+    if (APPLY_SPECIFIC(bc_gpu_describe)(x, "x", &c.x) != 0 ||
+        bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
+        return -1;
+    for (i = 0; i < nin && i < BC_CUDA_FUSED_MAX_ARGS; i++) {
+        if (kinds[i] == 's') {
+            PyArrayObject *a = (PyArrayObject *)ins[i];
+            if (PyArray_SIZE(a) != 1 || PyArray_ITEMSIZE(a) != itemsizes[i]) {
+                PyErr_SetString(PyExc_ValueError,
+                                "GpuBincount: a host input of the weights is not one value");
+                return -1;
+            }
+            memcpy(&f.data[i], PyArray_DATA(a), (size_t)itemsizes[i]);
+            continue;
+        }
+        if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], "weights", &arrays[narrays]) != 0)
+            return -1;
+        {
+            const bc_cuda_array *a = &arrays[narrays++];
+            f.data[i] = a->ptr;
+            f.stride[i] = a->length > 1 ? bc_cuda_stride(a) : 0;
+            /* The weights' length: the first length other than 1 that differs
+             * from x's (the launcher then refuses it), else x's, else 1. */
+            if (a->length != 1 && (length == -1 || length == c.x.length))
+                length = a->length;
+        }
+    }
+    c.weighted = 1;
+    c.weights.length = length == -1 ? 1 : length;
+    c.weights.ndim = 1;
+    c.weights.itemsize = ITEMSIZE_OUTPUT_0;
+    c.weights.device = narrays > 0 ? arrays[0].device : c.x.device;
+    c.fused = &f;
+    c.fused_arrays = arrays;
+    c.nfused_arrays = narrays;
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
+}
+#endif
 
 #undef BC_WEIGHTED
 #undef BC_GPU_CONTEXTS
