@@ -12,8 +12,8 @@
  * computed inline by a generated kernel; only when BC_FUSED_KINDS is
  * defined):
  *
- *   int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject *x, PyArrayObject *n,
- *                                          PyObject **ins,    // the weights' inputs
+ *   int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins,     // the inputs but n
+ *                                          PyArrayObject *n,
  *                                          PyObject **out);
  *
  * Both return 0 on success and -1 with a Python exception set on failure (the
@@ -40,10 +40,10 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS (a C string, one
- * letter per input of the weights: 'a' a GPU array, 's' a host scalar) and
- * BC_FUSED_ITEMSIZES (their itemsizes, a C array initializer), and
- * BC_HIST_KERNEL is then its generated kernel.  Compiled on its own, it instantiates the int64 count
+ * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
+ * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
+ * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
  * of the bincount form, which the test-suite uses to check that the file
  * stands alone.
  */
@@ -190,8 +190,9 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
  * NULL when counting or fused) or the fused inputs (`fused` and the GPU
  * arrays among them, NULL when not fused).
  */
-static int APPLY_SPECIFIC(bc_gpu_call)(bc_cuda_bincount_call *c, PyObject **out)
+static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObject **out)
 {
+    bc_cuda_bincount_call c = *call;
     bc_cuda_kernels k;
     bc_cuda_host host;
     bc_cuda_result res;
@@ -204,21 +205,21 @@ static int APPLY_SPECIFIC(bc_gpu_call)(bc_cuda_bincount_call *c, PyObject **out)
     api = bc_cuda_load(&err);
     if (api == NULL)
         return bc_host_raise(&err, "GpuBincount");
-    if (APPLY_SPECIFIC(bc_gpu_prepare)(api, &k, &c->capacity_hint) != 0 ||
+    if (APPLY_SPECIFIC(bc_gpu_prepare)(api, &k, &c.capacity_hint) != 0 ||
         bc_cupy_current_stream(&stream) != 0)
         return -1;
-    c->scatter = BC_SCATTER;
-    c->x_signed = BC_X_SIGNED;
-    c->out_dtype = BC_OUT_DTYPE;
-    c->out_itemsize = ITEMSIZE_OUTPUT_0;
-    c->buffer_dtype = BC_BUF_DTYPE;
-    c->buffer_itemsize = BC_BUF_ITEMSIZE;
-    c->shared_itemsize = BC_SHARED_ITEMSIZE;
-    c->stream = (bc_CUstream)(size_t)stream;
+    c.scatter = BC_SCATTER;
+    c.x_signed = BC_X_SIGNED;
+    c.out_dtype = BC_OUT_DTYPE;
+    c.out_itemsize = ITEMSIZE_OUTPUT_0;
+    c.buffer_dtype = BC_BUF_DTYPE;
+    c.buffer_itemsize = BC_BUF_ITEMSIZE;
+    c.shared_itemsize = BC_SHARED_ITEMSIZE;
+    c.stream = (bc_CUstream)(size_t)stream;
     host.ctx = NULL;
     bc_host_cupy(&host);
 
-    if (bc_cuda_bincount(api, c, &k, &host, &res, &err) != 0)
+    if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
     if (res.view) {
@@ -228,7 +229,7 @@ static int APPLY_SPECIFIC(bc_gpu_call)(bc_cuda_bincount_call *c, PyObject **out)
         if (result == NULL)
             return -1;
     }
-    if (!BC_SCATTER && c->x.length > 0)
+    if (!BC_SCATTER && c.x.length > 0)
         APPLY_SPECIFIC(bc_gpu_remember)(k.context, res.length);
     Py_XDECREF(*out);
     *out = result;
@@ -259,14 +260,16 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
 
 #ifdef BC_FUSED_KINDS
 /*
- * The fused weights: each GPU array input becomes a data pointer and a
- * stride in elements (0 for one element, broadcast), each host scalar its
- * bits.  The computed weights have the length of the arrays, which must be
- * one length where a length of 1 broadcasts (as Elemwise's); the launcher
- * checks that length against x's as it checks a weights array.
+ * The fused x and weights: ins[] holds the node's inputs but n, the first
+ * BC_FUSED_NX those of x.  BC_FUSED_KINDS says what each is: 'x' the stored
+ * x, 'w' the stored weights, 'a' a GPU array input of a scalar graph (a
+ * data pointer and a stride in elements, 0 for one element: broadcast),
+ * 's' a host scalar input (its bits).  The value computed by a graph has
+ * the length of its arrays, which must be one length where a length of 1
+ * broadcasts (else ValueError, as Elemwise's); the launcher checks the
+ * weights' length against x's as it checks a weights array's.
  */
-int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject *x, PyArrayObject *n_in, PyObject **ins,
-                                       PyObject **out)
+int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyObject **out)
 {
     static const char kinds[] = BC_FUSED_KINDS;
     static const int itemsizes[] = BC_FUSED_ITEMSIZES;
@@ -274,42 +277,70 @@ int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject *x, PyArrayObject *n_in, PyObjec
     bc_cuda_bincount_call c;
     bc_fused_params f;
     bc_cuda_array arrays[BC_CUDA_FUSED_MAX_ARGS];
-    long long length = -1;
-    int i, narrays = 0;
+    long long length[2] = {-1, -1}; /* of the computed x, weights */
+    int device[2] = {-1, -1};
+    int i, narrays = 0, fused_x = 0, fused_w = 0;
 
     memset(&c, 0, sizeof(c));
     memset(&f, 0, sizeof(f));
-    if (APPLY_SPECIFIC(bc_gpu_describe)(x, "x", &c.x) != 0 ||
-        bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
+    if (bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
         return -1;
     for (i = 0; i < nin && i < BC_CUDA_FUSED_MAX_ARGS; i++) {
+        const int g = i < BC_FUSED_NX ? 0 : 1;
+        const char *what = g == 0 ? "x" : "weights";
+        if (kinds[i] == 'x' || kinds[i] == 'w') {
+            if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], what, g == 0 ? &c.x : &c.weights) != 0)
+                return -1;
+            c.weighted |= g;
+            continue;
+        }
         if (kinds[i] == 's') {
             PyArrayObject *a = (PyArrayObject *)ins[i];
             if (PyArray_SIZE(a) != 1 || PyArray_ITEMSIZE(a) != itemsizes[i]) {
-                PyErr_SetString(PyExc_ValueError,
-                                "GpuBincount: a host input of the weights is not one value");
+                PyErr_Format(PyExc_ValueError,
+                             "GpuBincount: a host input of the %s is not one value", what);
                 return -1;
             }
             memcpy(&f.data[i], PyArray_DATA(a), (size_t)itemsizes[i]);
             continue;
         }
-        if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], "weights", &arrays[narrays]) != 0)
+        if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], what, &arrays[narrays]) != 0)
             return -1;
         {
             const bc_cuda_array *a = &arrays[narrays++];
             f.data[i] = a->ptr;
             f.stride[i] = a->length > 1 ? bc_cuda_stride(a) : 0;
-            /* The weights' length: the first length other than 1 that differs
-             * from x's (the launcher then refuses it), else x's, else 1. */
-            if (a->length != 1 && (length == -1 || length == c.x.length))
-                length = a->length;
+            if (device[g] == -1)
+                device[g] = a->device;
+            /* The graph's length: that of its arrays, where 1 broadcasts. */
+            if (a->length != 1 && length[g] != -1 && a->length != length[g]) {
+                PyErr_Format(PyExc_ValueError,
+                             "GpuBincount: the inputs of the %s do not broadcast: lengths %lld "
+                             "and %lld",
+                             what, length[g], a->length);
+                return -1;
+            }
+            if (a->length != 1)
+                length[g] = a->length;
+            if (g == 0)
+                fused_x = 1;
+            else
+                fused_w = 1;
         }
     }
-    c.weighted = 1;
-    c.weights.length = length == -1 ? 1 : length;
-    c.weights.ndim = 1;
-    c.weights.itemsize = ITEMSIZE_OUTPUT_0;
-    c.weights.device = narrays > 0 ? arrays[0].device : c.x.device;
+    if (fused_x) {
+        c.x.length = length[0] == -1 ? 1 : length[0];
+        c.x.ndim = 1;
+        c.x.itemsize = BC_X_ITEMSIZE;
+        c.x.device = device[0];
+    }
+    if (fused_w) {
+        c.weighted = 1;
+        c.weights.length = length[1] == -1 ? 1 : length[1];
+        c.weights.ndim = 1;
+        c.weights.itemsize = ITEMSIZE_OUTPUT_0;
+        c.weights.device = device[1];
+    }
     c.fused = &f;
     c.fused_arrays = arrays;
     c.nfused_arrays = narrays;

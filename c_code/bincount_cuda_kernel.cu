@@ -25,13 +25,17 @@
  *                             the weights (i8 ... u64, f32, f64).
  *   BC_FUSED_NAME             (only in a generated source, which defines it:
  *                             aesara_bincount_core/gpu/fused.py) the pass of
- *                             one dtype of x and one weights dtype whose
- *                             weights are computed inline, from a second
+ *                             one dtype of x and one increment kind whose
+ *                             weights (BC_FUSED_FW 1), x (BC_FUSED_FX 1) or
+ *                             both are computed inline, from a second
  *                             parameter bc_fused_params, by the generated
- *                             device function bc_fused_weight(f, pos) (the
- *                             scalar ops' own code): no weights array is
- *                             read or written.  Then only this histogram
- *                             kernel is instantiated, with the finish kernels.
+ *                             device functions bc_fused_weight(f, pos) and
+ *                             bc_fused_x(f, pos) (the scalar ops' own code):
+ *                             no array of them is read or written.  Then
+ *                             only this histogram kernel is instantiated,
+ *                             with the finish kernels.  A computed x is read
+ *                             element by element (no vector loads), and the
+ *                             value at a refused position is computed again.
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
  *                             wrap), u64_f32, u64_f64 (counts to floats),
@@ -124,12 +128,20 @@ __device__ __forceinline__ bool to_bin(X v, sign_tag<false>, const bc_hist_param
     return true;
 }
 
-#ifndef BC_FUSED_NAME
-/* Stand-in of the generated prologue (see BC_FUSED_NAME above), so that the
- * template compiles on its own; no kernel instantiated here calls it. */
+/* Stand-ins of the generated prologue (see BC_FUSED_NAME above), so that
+ * the template compiles on its own; no kernel instantiated here calls them. */
+#ifndef BC_FUSED_FW
+#define BC_FUSED_FW 0
 __device__ __forceinline__ double bc_fused_weight(const bc_fused_params &, bc_i64)
 {
     return 0.0;
+}
+#endif
+#ifndef BC_FUSED_FX
+#define BC_FUSED_FX 0
+__device__ __forceinline__ bc_i64 bc_fused_x(const bc_fused_params &, bc_i64)
+{
+    return 0;
 }
 #endif
 
@@ -148,9 +160,9 @@ __device__ __forceinline__ bc_u64 *dynamic_shared()
  * counting); SH: type of a shared-memory bin; ACC: type of a global bin (the
  * accumulator); WEIGHTED: weights or a count; FUSED: the weights are
  * computed at each position by bc_fused_weight from the fused inputs `f`
- * (no weights array).
+ * (no weights array); FX: so is x, by bc_fused_x (no x array).
  */
-template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED>
+template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED, bool FX>
 struct hist_pass {
     /* Elements loaded together by one thread: 4 (2 of 64-bit dtypes), that
      * is 16 bytes of 32- and 64-bit x; narrower x is counted at a rate where
@@ -164,7 +176,7 @@ struct hist_pass {
     typedef typename traits<X>::sign sign;
 
     const bc_hist_params &p;
-    const bc_fused_params *f; /* FUSED: the inputs of the weights */
+    const bc_fused_params *f; /* FUSED, FX: the inputs of the weights, of x */
     const X *x;
     const W *w;
     ACC *out;
@@ -269,7 +281,7 @@ struct hist_pass {
             X xv[1] = {(X)0};
             ACC inc[1] = {(ACC)0};
             if (valid) {
-                xv[0] = __ldcs(x + pos * p.x_stride);
+                xv[0] = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
                 inc[0] = weight_at(pos);
             }
             process(xv, inc, pos, valid);
@@ -326,7 +338,7 @@ struct hist_pass {
         const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
         /* Contiguous x: peel the `head` elements before the first vector
          * boundary, then whole vectors, then the tail. */
-        const bool x_vec = p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
+        const bool x_vec = !FX && p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
         bc_i64 head = (bc_i64)(((bc_u64)X_ALIGN - (p.x & (bc_u64)(X_ALIGN - 1))) &
                                (bc_u64)(X_ALIGN - 1)) /
                       (bc_i64)sizeof(X);
@@ -346,7 +358,7 @@ struct hist_pass {
     }
 };
 
-template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED>
+template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED, bool FX>
 __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_params *f)
 {
     SH *shared = reinterpret_cast<SH *>(dynamic_shared());
@@ -358,7 +370,7 @@ __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_par
         shared[i] = (SH)0;
     __syncthreads();
 
-    hist_pass<X, W, SH, ACC, WEIGHTED, FUSED> pass(
+    hist_pass<X, W, SH, ACC, WEIGHTED, FUSED, FX> pass(
         p, f, shared + (p.copies > 1 ? (threadIdx.x >> 5) % (unsigned)p.copies : 0u) * sbins);
     pass.run();
 
@@ -395,8 +407,9 @@ __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_par
             const bc_u64 inv = atomicAdd(&status->bad_pos_inv, 0ull);
             if (inv != 0) {
                 const X *x = reinterpret_cast<const X *>(p.x);
-                status->bad_value =
-                    as_u64(x[(bc_i64)(~inv) * p.x_stride], typename traits<X>::sign());
+                const bc_i64 pos = (bc_i64)(~inv);
+                status->bad_value = as_u64(FX ? (X)bc_fused_x(*f, pos) : x[pos * p.x_stride],
+                                           typename traits<X>::sign());
             }
         }
     }
@@ -436,7 +449,7 @@ template <typename ACC, typename OUT> __device__ __forceinline__ void finish(con
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, BC_CUDA_BLOCKS_PER_SM)      \
         NAME(const bc_hist_params p)                                                          \
     {                                                                                         \
-        bc::hist<XT, WT, SHT, ACCT, WEIGHTED, false>(p, 0);                                   \
+        bc::hist<XT, WT, SHT, ACCT, WEIGHTED, false, false>(p, 0);                            \
     }
 #define BC_HIST(XN, XT, IN) BC_EXPAND(BC_HIST_TYPES, bincount_hist_##XN##_##IN, XT, BC_INC_##IN)
 
@@ -444,7 +457,7 @@ template <typename ACC, typename OUT> __device__ __forceinline__ void finish(con
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, BC_CUDA_BLOCKS_PER_SM)      \
         NAME(const bc_hist_params p, const bc_fused_params f)                                 \
     {                                                                                         \
-        bc::hist<XT, WT, SHT, ACCT, true, true>(p, &f);                                       \
+        bc::hist<XT, WT, SHT, ACCT, WEIGHTED, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);     \
     }
 
 /* Every increment kind for one dtype of x: counts, then each weights dtype. */
@@ -464,7 +477,8 @@ template <typename ACC, typename OUT> __device__ __forceinline__ void finish(con
 
 #ifdef BC_FUSED_NAME
 /* A generated source: its one fused kernel (BC_FUSED_X: the short name of
- * the dtype of x; BC_FUSED_INC: the increment kind, a weights dtype). */
+ * the dtype of x; BC_FUSED_INC: the increment kind, c32 / c64 or a weights
+ * dtype). */
 #define BC_XT_i8 signed char
 #define BC_XT_i16 short
 #define BC_XT_i32 int

@@ -1,9 +1,10 @@
-"""The rewrite ``gpu_bincount_fusion``: a GPU elementwise weights graph inlined into ``GpuBincount``.
+"""The rewrite ``gpu_bincount_fusion``: GPU elementwise x or weights inlined into ``GpuBincount``.
 
 :func:`local_gpu_bincount_fusion` replaces ``GpuBincount(gx, n,
-GpuElemwise(op)(*ins))`` by :class:`~aesara_bincount_core.gpu.fused.GpuFusedBincount`,
-whose histogram kernel computes each weight from ``ins`` (the GPU
-counterpart of :mod:`aesara_bincount.fusion_rewriting`), so that the weights
+GpuElemwise(op)(*ins))`` (or ``GpuBincount(GpuElemwise(op)(*ins), ...)``,
+or both) by :class:`~aesara_bincount_core.gpu.fused.GpuFusedBincount`,
+whose histogram kernel computes each weight, or each x, from ``ins`` (the
+GPU counterpart of :mod:`aesara_bincount.fusion_rewriting`), so that the
 array is never written nor read back.  It runs in ``optdb``'s
 ``bincount_fusion`` pass (position 49.2,
 :data:`aesara_bincount.fusion_rewriting.fusion_db`, after the CPU fusion),
@@ -30,62 +31,73 @@ from aesara_bincount_core.gpu.type import GpuArrayType
 __all__ = ["local_gpu_bincount_fusion", "gpu_fusion_problem"]
 
 
-def gpu_fusion_problem(fgraph, node) -> Optional[str]:
-    """Why the weights of the ``GpuBincount`` ``node`` are not fused, or None.
+def gpu_fusion_problem(fgraph, node, v) -> Optional[str]:
+    """Why the value ``v`` (``x`` or the weights) of the ``GpuBincount`` ``node``
+    is not fused, or None.
 
     Returns
     -------
     str or None
-        The reason: no weights, weights that are not the one output of a
-        ``GpuElemwise`` of one dimension, other clients of the weights (the
-        array is needed anyway), an input that is neither a GPU array of 0
-        or 1 dimension nor a host scalar, more than ``BC_CUDA_FUSED_MAX_ARGS``
-        inputs, or a scalar graph that ``GpuElemwise`` would not take (its
-        own acceptance rule, :func:`~aesara_bincount_core.gpu.elemwise.gpu_elemwise_problem`).
+        The reason: not the one output of a ``GpuElemwise`` of one
+        dimension, other clients of ``v`` (the array is needed anyway), an
+        input that is neither a GPU array of 0 or 1 dimension nor a host
+        scalar, no GPU array input, or a scalar graph that ``GpuElemwise``
+        would not take (its own acceptance rule,
+        :func:`~aesara_bincount_core.gpu.elemwise.gpu_elemwise_problem`).
     """
-    if len(node.inputs) < 3:
-        return "no weights"
-    w = node.inputs[2]
-    enode = w.owner
+    enode = v.owner
     if enode is None or not isinstance(enode.op, GpuElemwise) or len(enode.outputs) != 1:
-        return "the weights are not a GpuElemwise"
-    if w.type.ndim != 1:
-        return "the weights are not a vector"
-    clients = fgraph.clients.get(w, [])
+        return "not a GpuElemwise"
+    if v.type.ndim != 1:
+        return "not a vector"
+    clients = fgraph.clients.get(v, [])
     if len(clients) != 1 or clients[0][0] is not node:
         return "the GpuElemwise has other clients"
-    for v in enode.inputs:
-        if isinstance(v.type, GpuArrayType) and v.type.ndim > 1:
-            return "an input of the weights has more than one dimension"
-        if not isinstance(v.type, GpuArrayType) and not elemwise._is_host_scalar(v):
-            return "an input of the weights is a host array"
-    if len(enode.inputs) > MAX_ARGS:
-        return f"more than {MAX_ARGS} inputs"
+    for i in enode.inputs:
+        if isinstance(i.type, GpuArrayType) and i.type.ndim > 1:
+            return "an input has more than one dimension"
+        if not isinstance(i.type, GpuArrayType) and not elemwise._is_host_scalar(i):
+            return "an input is a host array"
+    if not any(isinstance(i.type, GpuArrayType) for i in enode.inputs):
+        return "no GPU array input"
     return elemwise._problem(enode.op.scalar_op, enode.inputs, enode.outputs)
 
 
-def _composite(scalar_op, inputs) -> aes.Composite:
-    """``scalar_op`` as a Composite of one output over inputs of these dtypes."""
-    if isinstance(scalar_op, aes.Composite):
-        return scalar_op
-    ins = [aes.get_scalar_type(v.type.dtype)() for v in inputs]
-    return aes.Composite(ins, [scalar_op(*ins)])
+def _absorb(fgraph, node, v):
+    """``(Composite, inputs)`` that compute ``v`` inline, or None."""
+    if v is None or gpu_fusion_problem(fgraph, node, v) is not None:
+        return None
+    enode = v.owner
+    scalar_op = enode.op.scalar_op
+    if not isinstance(scalar_op, aes.Composite):
+        ins = [aes.get_scalar_type(i.type.dtype)() for i in enode.inputs]
+        scalar_op = aes.Composite(ins, [scalar_op(*ins)])
+    return scalar_op, list(enode.inputs)
 
 
 @node_rewriter([GpuBincount])
 def local_gpu_bincount_fusion(fgraph, node):
-    """Replace ``GpuBincount(gx, n, GpuElemwise(op)(*ins))`` by ``GpuFusedBincount``.
+    """Replace ``GpuBincount(GpuElemwise(...), n[, GpuElemwise(...)])`` by ``GpuFusedBincount``.
 
-    Only a ``GpuBincount`` as such (not an already fused one) with weights
-    that :func:`gpu_fusion_problem` accepts; the replacement has the type of
-    the replaced output.
+    ``x``, the weights or both are absorbed when :func:`gpu_fusion_problem`
+    accepts them, as long as all the inputs fit in ``BC_CUDA_FUSED_MAX_ARGS``.
+    Only a ``GpuBincount`` as such (not an already fused one); the
+    replacement has the type of the replaced output.
     """
-    if type(node.op) is not GpuBincount or gpu_fusion_problem(fgraph, node) is not None:
+    if type(node.op) is not GpuBincount:
         return False
-    enode = node.inputs[2].owner
+    x, n = node.inputs[:2]
+    w = node.inputs[2] if len(node.inputs) > 2 else None
+    x_part, w_part = _absorb(fgraph, node, x), _absorb(fgraph, node, w)
+    if x_part is None and w_part is None:
+        return False
+    x_op, x_ins = x_part if x_part is not None else (None, [x])
+    w_op, w_ins = w_part if w_part is not None else (None, [w] if w is not None else [])
+    if len(x_ins) + len(w_ins) > MAX_ARGS:
+        return False
     old = node.outputs[0]
-    op = GpuFusedBincount(node.op.mode, old.type.dtype, _composite(enode.op.scalar_op, enode.inputs))
-    out = op(node.inputs[0], node.inputs[1], *enode.inputs)
+    op = GpuFusedBincount(node.op.mode, old.type.dtype, x_op=x_op, w_op=w_op, weighted=w is not None)
+    out = op(*x_ins, n, *w_ins)
     if out.type != old.type:
         out = old.type.filter_variable(out, allow_convert=True)
     copy_stack_trace(old, out)

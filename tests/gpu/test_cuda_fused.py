@@ -116,3 +116,32 @@ def test_negative_x_and_bad_lengths_raise():
         f()
     gx.set_value(np.array([0, 3, 1, 2, 2], dtype="int64"))
     check(f(), np.bincount([0, 3, 1, 2, 2], weights=np.exp(np.ones(5))), "float64")
+
+
+@pytest.mark.parametrize("x_dtype", ["int64", "int32"])
+def test_computed_x_and_weights_are_one_fused_node(x_dtype):
+    """``bincount(gx // 10)`` and ``bincount(gx[::3] // 10, weights=2 * gv)``:
+    x computed in the kernel (strided input), counts and weights exact."""
+    n = 2500
+    xv = RNG.integers(0, 5000, 3 * n).astype(x_dtype)
+    uv = RNG.integers(-5, 5, n).astype("int64")
+    gx, gu = gpu.shared(xv), gpu.shared(uv)
+    f = aesara.function([], [at.extra_ops.bincount(gx // 10),
+                             at.extra_ops.bincount(gx[::3] // 10, weights=2 * gu)])
+    names = op_names(f)
+    assert names.count("GpuFusedBincount") == 2 and "GpuElemwise" not in names, names
+    assert not inner_transfers(f), names
+    counts, sums = f()
+    check(counts, np.bincount(xv // 10).astype(x_dtype), x_dtype)
+    check(sums, np.bincount(xv[::3] // 10, weights=2 * uv).astype("int64"), "int64")
+
+
+def test_computed_negative_x_raises_naming_it():
+    xv = np.array([7, 9, 2, 8], dtype="int64")
+    gx = gpu.shared(xv)
+    f = aesara.function([], at.extra_ops.bincount(gx - 5))
+    assert "GpuFusedBincount" in op_names(f), op_names(f)
+    with pytest.raises(ValueError, match="-3"):
+        f()
+    gx.set_value(xv + 3)
+    check(f(), np.bincount(xv - 2), "int64")
