@@ -17,6 +17,11 @@ calculator (``cuOccupancyAvailableDynamicSMemPerBlock``) and checked with
 ``cuOccupancyMaxActiveBlocksPerMultiprocessor``; when the blocks do not fit,
 the plan takes one block per multiprocessor fewer.
 
+A generated histogram kernel (``bincount_hist_fused_*``, the fused
+prologue of :mod:`aesara_bincount_core.gpu.fused`) is registered by name
+(:func:`register_generated_hist`) and then served like the others, from a
+module of its own (with the finish kernels), sized the same way.
+
 The kernels of the scatter-add of rows (``scatter_rows_*``, the ``"rows"``
 family: a module of their own per index dtype) use no shared memory:
 their resident blocks are what the occupancy calculator grants with none.
