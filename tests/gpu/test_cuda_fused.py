@@ -145,3 +145,20 @@ def test_computed_negative_x_raises_naming_it():
         f()
     gx.set_value(xv + 3)
     check(f(), np.bincount(xv - 2), "int64")
+
+
+def test_scatter_form_with_computed_indices_and_weights():
+    """``inc_subtensor(zeros(50)[gi // 2], exp(gv))``: the scatter-add form,
+    negative computed indices wrapping once; an empty x gives zeros."""
+    iv = RNG.integers(-100, 100, 700).astype("int32")
+    vv = RNG.standard_normal(700)
+    gi, gv = gpu.shared(iv), gpu.shared(vv)
+    f = aesara.function([], at.inc_subtensor(at.zeros(50)[gi // 2], at.exp(gv)))
+    names = op_names(f)
+    assert "GpuFusedBincount" in names and "GpuElemwise" not in names, names
+    want = np.zeros(50)
+    np.add.at(want, iv // 2, np.exp(vv))
+    check(f(), want, "float64")
+    gi.set_value(np.zeros(0, dtype="int32"))
+    gv.set_value(np.zeros(0))
+    check(f(), np.zeros(50), "float64")
