@@ -32,7 +32,10 @@
  * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
  * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
  *
- * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>): the kernel
+ * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>, and the fused
+ * histogram kernels of GpuFusedBincount, bincount_hist_fused_<x>_<inc>_<hash>,
+ * which take dynamic shared memory and the occupancy calls as the built-in
+ * histogram kernels do): the kernel
  * layer keeps each generated source in its cache folder
  * ($AESARA_BINCOUNT_CACHE/<name>.cu); cuModuleGetFunction compiles it for the
  * host with generated_emu.cc (g++, cached there by name and by this
@@ -146,6 +149,7 @@ struct generated_entry {
     std::string name;
     void (*run)(void **params, unsigned blocks, unsigned threads, size_t shared);
     int device;
+    bool hist; /* a fused histogram kernel */
 };
 std::deque<generated_entry> generated; /* stable addresses: the handles */
 
@@ -256,6 +260,16 @@ const generated_entry *as_generated(void *func)
     return nullptr;
 }
 
+/* A histogram kernel: built in, or a generated fused one. */
+bool is_hist_function(void *func)
+{
+    if (as_function(func) != nullptr)
+        return true;
+    std::lock_guard<std::mutex> g(lock);
+    const generated_entry *e = as_generated(func);
+    return e != nullptr && e->hist;
+}
+
 /* The generated kernel `name` for `device`: its source compiled for the host
  * (once) and loaded; nullptr when there is none or it does not build.
  * Called under `lock`. */
@@ -286,7 +300,8 @@ const generated_entry *load_generated(const char *name, int device)
     void *run = handle ? dlsym(handle, "bc_emu_launch") : nullptr;
     if (run == nullptr)
         return nullptr;
-    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device});
+    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device,
+                         std::strncmp(name, "bincount_hist_fused_", 20) == 0});
     return &generated.back();
 }
 
@@ -536,7 +551,8 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
             return OK;
         }
     }
-    if (std::strncmp(name, "bc_elemwise_", 12) == 0) {
+    if (std::strncmp(name, "bc_elemwise_", 12) == 0 ||
+        std::strncmp(name, "bincount_hist_fused_", 20) == 0) {
         std::lock_guard<std::mutex> g(lock);
         const generated_entry *e = load_generated(name, m->device);
         if (e != nullptr) {
@@ -549,7 +565,7 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
 
 CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 {
-    if (attribute != 8 || as_function(func) == nullptr) /* only the dynamic shared memory limit */
+    if (attribute != 8 || !is_hist_function(func)) /* only the dynamic shared memory limit */
         return ERR_INVALID_VALUE;
     if (value < 0 || value > shared_optin())
         return ERR_INVALID_VALUE;
@@ -561,7 +577,7 @@ CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, int threads,
                                                      size_t shared)
 {
-    if (as_function(func) == nullptr || threads <= 0)
+    if (!is_hist_function(func) || threads <= 0)
         return ERR_INVALID_VALUE;
     {
         /* A block asking more than the function is allowed cannot run at all. */
@@ -580,7 +596,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, in
 CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *func, int blocks,
                                                  int threads)
 {
-    if (as_function(func) == nullptr || blocks <= 0 || threads <= 0)
+    if (!is_hist_function(func) || blocks <= 0 || threads <= 0)
         return ERR_INVALID_VALUE;
     long long avail = 0;
     if (resident_blocks(threads, 0) >= blocks) {
@@ -613,13 +629,20 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         if (e->device != current_device)
             return ERR_INVALID_HANDLE;
         if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx % 32 != 0 || bx > 1024 || by != 1 ||
-            bz != 1 || shared != 0)
+            bz != 1 || (shared != 0 && !e->hist) || (e->hist && bx != BC_CUDA_THREADS))
             return ERR_INVALID_VALUE;
         {
             std::lock_guard<std::mutex> g(lock);
+            if (e->hist) {
+                auto it = max_dynamic_shared.find(func);
+                if ((int)shared > (it == max_dynamic_shared.end() ? 48 * 1024 : it->second))
+                    return ERR_INVALID_VALUE;
+            }
             counters[0]++;
         }
         e->run(params, gx, bx, shared);
+        if (emu::misaligned.exchange(false))
+            sticky.store(ERR_MISALIGNED_ADDRESS);
         return OK;
     }
     if (f == nullptr || params == nullptr || extra != nullptr)
