@@ -4,7 +4,8 @@
 Elemwise(...))`` by :class:`~aesara_bincount_core.fused.FusedBincount`, whose C
 loop computes each value of ``x`` or of the weights from the Elemwise's inputs
 (``c_code/bincount_fused_cpu.c``), so that the intermediate array is never
-written.  It is registered in ``optdb`` at position 49.2, after Aesara's
+written.  It is registered in ``optdb`` (in :data:`fusion_db`, with the GPU
+pass of :mod:`aesara_bincount.gpu.fusion`) at position 49.2, after Aesara's
 ``elemwise_fusion`` (49), which has then made one ``Composite`` of each
 elementwise graph, and before the destroy handler (49.5) and the in-place
 rewrites, under the tags ``fast_run``, ``bincount`` and ``cxx_only``;
@@ -19,6 +20,7 @@ import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable, clone_replace
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from aesara.graph.rewriting.db import SequenceDB
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import get_scalar_constant_value
 from aesara.tensor.elemwise import DimShuffle, Elemwise
@@ -27,7 +29,7 @@ from aesara.tensor.exceptions import NotScalarConstantError
 from aesara_bincount_core.fused import FusedBincount, scalar_problem
 from aesara_bincount_core.op import Bincount
 
-__all__ = ["local_bincount_fusion", "fusion_problem"]
+__all__ = ["local_bincount_fusion", "fusion_problem", "fusion_db"]
 
 
 def _only_client(fgraph, v: Variable, node) -> bool:
@@ -162,11 +164,15 @@ def local_bincount_fusion(fgraph, node):
     return [out]
 
 
-optdb.register(
-    "bincount_fusion",
+#: The passes of ``bincount_fusion``: this CPU one, and the GPU one that
+#: :mod:`aesara_bincount.gpu.fusion` registers here (so that
+#: ``mode.excluding("bincount_fusion")`` switches both off).
+fusion_db = SequenceDB()
+optdb.register("bincount_fusion", fusion_db, "fast_run", "bincount", "cxx_only", position=49.2)
+fusion_db.register(
+    "local_bincount_fusion",
     in2out(local_bincount_fusion, name="bincount_fusion"),
     "fast_run",
     "bincount",
-    "cxx_only",
-    position=49.2,
+    position=0,
 )

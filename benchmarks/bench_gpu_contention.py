@@ -10,7 +10,9 @@ time.
   float64 accumulator with native double atomics);
 - Zipf-distributed x (a = 1.2, 1e6 bins) with float32 weights;
 - float32 rows with a hot row: 30 % of the indices on row 0 (a padding
-  index), D = 64;
+  index), D = 64, summed in the float64 scratch (at most 4 rows per index);
+  and 10 % on one row of a table of 1e6 rows with 1e4 indices, which takes
+  the batched compare-and-swap instead (``c_code/scatter_add_cuda_kernel.cu``);
 - rows of D = 1 and of D = 128 (float32, uniform indices).
 
 Each row times a whole call (``bincount_cupy`` / ``scatter_add_cupy``,
@@ -30,6 +32,7 @@ CONTENTION = {
     "hot bin, float32 weights": (10**8, 10**6, None, "hot"),
     "Zipf x, float32 weights": (10**8, 10**6, None, "zipf"),
     "float32 rows, hot row": (10**6, 10**5, 64, "hot"),
+    "float32 rows, hot row, large table": (10**4, 10**6, 64, "hot"),
     "float32 rows, D = 1": (10**7, 10**6, 1, "uniform"),
     "float32 rows, D = 128": (10**5, 10**4, 128, "uniform"),
 }

@@ -9,11 +9,14 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     ``[0, 1000)`` and ``gv`` float64 GPU shared variables, ``theta`` a host
     scalar, the result kept on the GPU (``gpu_from_host``), at N = 1e6 and
     1e8 (``--small``: 20,000).  Candidates: the compiled function (every
-    rewrite), the same function with ``mode.excluding("gpu_lift")`` (today's
-    path before the lifting: ``exp`` and the product on the host, two
-    transfers of N values per call), and ``cupy.bincount(x, cupy.exp(-theta
-    * v))``.  The floor is one read of x and v at the measured copy
-    bandwidth.
+    rewrite: one ``GpuFusedBincount`` whose kernel computes the weights,
+    issue 20; ``fused`` records that it compiled so), the same function
+    with ``mode.excluding("bincount_fusion")`` (``unfused``: a
+    ``GpuElemwise`` writes the weights, then ``GpuBincount`` reads them),
+    with ``mode.excluding("gpu_lift")`` (today's path before the lifting:
+    ``exp`` and the product on the host, two transfers of N values per
+    call), and ``cupy.bincount(x, cupy.exp(-theta * v))``.  The floor is
+    one read of x and v at the measured copy bandwidth.
 ``sgd step``
     ``W <- W - lr * grad(((W[idx] - t) ** 2).sum(), W)``, all GPU shared
     (V = 100,000 rows of D = 64 float32, a batch of B = 16,384 indices;
@@ -86,13 +89,17 @@ def _seed_row(cp, n, repeat, bandwidth):
     theta = at.dscalar("theta")
     out = gpu.gpu_from_host(bincount(gx, weights=at.exp(-theta * gv)))
     f = aesara.function([theta], out)
+    unfused = aesara.function([theta], out, mode=get_default_mode().excluding("bincount_fusion"))
     today = aesara.function([theta], out, mode=get_default_mode().excluding("gpu_lift"))
     sync = cp.cuda.get_current_stream().synchronize
     row = {"row": "seed loop", "N": n, "load": f"{os.getloadavg()[0]:.1f}"}
     row["transfers"] = _transfers(f)
+    names = [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+    row["fused"] = "GpuFusedBincount" in names and "GpuElemwise" not in names
     expected = cp.bincount(x, cp.exp(-0.5 * v))
     row["correct"] = bool(cp.allclose(f(0.5), expected, rtol=1e-9, atol=1e-9 * n))
     row["aesara_ms"] = wall_ms(sync, lambda: f(0.5), repeat)
+    row["unfused_ms"] = wall_ms(sync, lambda: unfused(0.5), repeat)
     row["today_ms"] = wall_ms(sync, lambda: today(0.5), min(repeat, 2) if n > 10**7 else repeat)
     row["cupy_ms"] = wall_ms(sync, lambda: cp.bincount(x, cp.exp(-0.5 * v)), repeat)
     row["floor_ms"] = (x.nbytes + v.nbytes) / bandwidth * 1e3  # as bench_gpu's floor of x
@@ -160,15 +167,16 @@ def loop_table(rows):
     if not rows:
         return ""
     lines = [
-        "| row | N | transfers | Aesara e2e ms | today's path ms | cupy ms | torch ms | floor ms "
-        "| load avg | correct |",
-        "|" + "---|" * 10,
+        "| row | N | transfers | fused | Aesara e2e ms | unfused ms | today's path ms | cupy ms "
+        "| torch ms | floor ms | load avg | correct |",
+        "|" + "---|" * 12,
     ]
     verdicts = []
     for r in rows:
         lines.append(
-            f"| {r['row']} | {size_text(r['N'])} | {r['transfers']} | {_fmt(r.get('aesara_ms'))} "
-            f"| {_fmt(r.get('today_ms'))} "
+            f"| {r['row']} | {size_text(r['N'])} | {r['transfers']} "
+            f"| {'-' if 'fused' not in r else 'yes' if r['fused'] else 'no'} | {_fmt(r.get('aesara_ms'))} "
+            f"| {_fmt(r.get('unfused_ms'))} | {_fmt(r.get('today_ms'))} "
             f"| {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} | {_fmt(r.get('floor_ms'))} "
             f"| {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
         )
@@ -180,6 +188,9 @@ def loop_table(rows):
         if r["row"] == "seed loop" and r["N"] == 10**8:
             ratio = a / r["floor_ms"]
             verdicts.append(("seed loop at 1e8 within 1.3x of one read of x and v", ratio <= 1.3, ratio))
+            if "fused" in r:  # issue 20's target, for the fused kernel
+                ok = bool(r["fused"]) and ratio <= 1.1
+                verdicts.append(("seed loop at 1e8 fused, within 1.1x of one read of x and v", ok, ratio))
         if r["row"] == "sgd step" and r.get("torch_ms"):
             verdicts.append(("sgd step no slower than PyTorch", a <= r["torch_ms"], a / r["torch_ms"]))
     lines.append("")

@@ -7,8 +7,11 @@
  * bincount_cuda.h, which this header includes.
  *
  * Holds: dtype traits (signed or not), the value of an index as 64 bits,
- * streaming vector loads of up to 16 bytes, warp reductions, and the add to
- * global memory that keeps float32 subnormals (global_add).
+ * streaming vector loads of up to 16 bytes, warp reductions, the add to
+ * global memory that keeps float32 subnormals (global_add), and the adds to
+ * shared memory (shared_add: native 32-bit atomics, with carry for 64-bit
+ * integers; float and double, which the hardware runs as compare-and-swap
+ * spins, after summing equal keys within the warp's converged lanes).
  *
  * Valid CUDA C++17 on its own (NVRTC; no C standard headers).  Every kernel
  * file includes it through NVRTC's headers argument
@@ -137,6 +140,79 @@ template <> __device__ __forceinline__ void global_add<float>(float *p, float v)
         before = seen;
         seen = atomicCAS(word, before, __float_as_uint(__uint_as_float(before) + v));
     } while (seen != before);
+}
+
+/* ---- adds to shared memory ---- */
+
+/*
+ * The sum of v over the lanes of `peers` (lanes of `active` that hold the
+ * same key as this one, this lane included), on the lowest lane of peers;
+ * the other lanes get partial sums.  Every lane of `active` calls it (each
+ * with its own peers).  A tree over each group's ranks, all groups at once:
+ * in round r the lanes of rank 2^r * (2j) add the partial sum of the next
+ * lane of their group still left, then the lanes of odd rank (in units of
+ * 2^r) leave; ceil(log2(largest group)) rounds, none when every key
+ * differs.  (The algorithm of E. Westphal, "Voting and Shuffling to Optimize
+ * Atomic Operations", NVIDIA Developer Blog, 2015.)
+ */
+template <typename T> __device__ __forceinline__ T peer_sum(unsigned active, unsigned peers, T v)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    unsigned rank = (unsigned)__popc(peers & ((1u << lane) - 1u));
+    unsigned above = peers & ~((2u << lane) - 1u); /* the peers above this lane */
+    while (__any_sync(active, above != 0u)) {
+        const int next = __ffs((int)above); /* 1 + the next lane left, 0 when none */
+        const T t = __shfl_sync(active, v, next != 0 ? next - 1 : (int)lane);
+        if (next != 0)
+            v += t;
+        above &= ~__ballot_sync(active, rank & 1u);
+        rank >>= 1;
+    }
+    return v;
+}
+
+/* Add v to *p in shared memory, atomically; `key` names p's bin (the same
+ * key for the same p).  32-bit integers: the native atomic. */
+template <typename T> struct shared_adder {
+    static __device__ __forceinline__ void add(T *p, T v, unsigned) { atomicAdd(p, v); }
+};
+/* 64-bit integers: two native 32-bit adds, the low word's carry added to the
+ * high one (the hardware spins on a 64-bit compare-and-swap otherwise).  The
+ * two words are not updated together, so the value is whole only once every
+ * add is done (after the barrier that precedes the merge). */
+template <> struct shared_adder<bc_u64> {
+    static __device__ __forceinline__ void add(bc_u64 *p, bc_u64 v, unsigned)
+    {
+        unsigned int *word = reinterpret_cast<unsigned int *>(p); /* little-endian */
+        const unsigned int lo = (unsigned int)v;
+        const unsigned int old = atomicAdd(word, lo);
+        const unsigned int hi = (unsigned int)(v >> 32) + (old + lo < old ? 1u : 0u);
+        if (hi != 0u)
+            atomicAdd(word + 1, hi);
+    }
+};
+/* float and double: compare-and-swap spins in hardware, so the lanes that
+ * arrive together with the same key first sum their values (peer_sum) and
+ * the lowest of them adds the sum: one spin per bin and warp step instead
+ * of one per lane on a hot bin. */
+template <typename T> struct shared_float_adder {
+    static __device__ __forceinline__ void add(T *p, T v, unsigned key)
+    {
+        const unsigned active = __activemask();
+        const unsigned peers = __match_any_sync(active, key);
+        v = peer_sum(active, peers, v);
+        if ((peers & ((1u << (threadIdx.x & 31u)) - 1u)) == 0u)
+            atomicAdd(p, v);
+    }
+};
+template <> struct shared_adder<float> : shared_float_adder<float> {
+};
+template <> struct shared_adder<double> : shared_float_adder<double> {
+};
+
+template <typename T> __device__ __forceinline__ void shared_add(T *p, T v, unsigned key)
+{
+    shared_adder<T>::add(p, v, key);
 }
 
 } /* namespace bc */

@@ -42,6 +42,7 @@ typedef bc_CUresult (*bc_PFN_cuGetErrorName)(bc_CUresult, const char **);
 typedef bc_CUresult (*bc_PFN_cuGetErrorString)(bc_CUresult, const char **);
 typedef bc_CUresult (*bc_PFN_cuCtxGetCurrent)(bc_CUcontext *);
 typedef bc_CUresult (*bc_PFN_cuCtxGetDevice)(bc_CUdevice *);
+typedef bc_CUresult (*bc_PFN_cuCtxGetId)(bc_CUcontext, unsigned long long *);
 typedef bc_CUresult (*bc_PFN_cuLaunchKernel)(bc_CUfunction, unsigned int, unsigned int,
                                              unsigned int, unsigned int, unsigned int,
                                              unsigned int, unsigned int, bc_CUstream, void **,
@@ -70,6 +71,7 @@ typedef struct bc_cuda_api {
     bc_PFN_cuMemsetD32Async MemsetD32Async;
     bc_PFN_cuMemHostAlloc MemHostAlloc;
     bc_PFN_cuMemFreeHost MemFreeHost;
+    bc_PFN_cuCtxGetId CtxGetId; /* CUDA 12.0 and later; NULL when the driver lacks it */
 } bc_cuda_api;
 
 /* ---- the error record ---- */
@@ -203,12 +205,30 @@ static const bc_cuda_api *bc_cuda_load(bc_cuda_error *err)
     BC_LOAD(MemHostAlloc, "cuMemHostAlloc");
     BC_LOAD(MemFreeHost, "cuMemFreeHost");
 #undef BC_LOAD
+    *(void **)(&table->CtxGetId) = dlsym(lib, "cuCtxGetId"); /* optional */
     if (!__atomic_compare_exchange_n(&published, &expected, table, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         free(table);
         return expected;
     }
     return table;
+}
+
+/*
+ * The key of context `ctx` in the launchers' kernel tables: its unique ID
+ * (cuCtxGetId, which no later context reuses), or, when the driver lacks it
+ * or refuses, the CUcontext pointer itself (which a context created after
+ * another was destroyed may reuse).  0 for no context.
+ * aesara_bincount_core/cuda/driver.py's context_key is the same key.
+ */
+static unsigned long long bc_cuda_context_key(const bc_cuda_api *api, bc_CUcontext ctx)
+{
+    unsigned long long id = 0;
+    if (ctx == NULL)
+        return 0;
+    if (api->CtxGetId != NULL && api->CtxGetId(ctx, &id) == BC_CUDA_SUCCESS)
+        return id | (1ull << 63); /* never equal to a pointer (user-space addresses) */
+    return (unsigned long long)(size_t)ctx;
 }
 
 /*
@@ -350,14 +370,16 @@ typedef struct bc_cuda_launch {
 /*
  * Copy `bytes` (at most BC_CUDA_STATUS_BYTES) from device address `src` to
  * `dst` once everything queued on `stream` is done: the one wait of a launch
- * (synchronize!).  When `then` is not NULL its kernel is queued right after
- * the copy, before the wait, so the GPU runs it without waiting for the
- * host (it must itself skip its work on what the copied status reports).
+ * (synchronize!).  The `n_then` kernels of `then` are queued right after
+ * the copy, in order, before the wait, so the GPU runs them without waiting
+ * for the host (they must themselves skip their work on what the copied
+ * status reports).
  * The caller's unlock/relock hooks run around the wait.
  */
 static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *host,
                                   bc_CUstream stream, bc_CUdeviceptr src, void *dst,
-                                  size_t bytes, const bc_cuda_launch *then, bc_cuda_error *err)
+                                  size_t bytes, const bc_cuda_launch *then, int n_then,
+                                  bc_cuda_error *err)
 {
     unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
     unsigned char *slots = bc_cuda_pinned_slots(api);
@@ -369,15 +391,15 @@ static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *ho
                            "cuMemcpyDtoHAsync", err);
     if (rc == 0) {
         bc_cuda_error later;
-        int queued = 0;
+        int queued = 0, i;
         memset(&later, 0, sizeof(later));
-        if (then != NULL)
+        for (i = 0; i < n_then && queued == 0; i++)
             queued = bc_cuda_check(api,
-                                   api->LaunchKernel(then->func, then->blocks, 1, 1,
+                                   api->LaunchKernel(then[i].func, then[i].blocks, 1, 1,
                                                      BC_CUDA_THREADS, 1, 1, 0, stream,
-                                                     then->args, NULL),
-                                   then->what, err);
-        /* Wait even when that launch failed: the copy into the slot is queued. */
+                                                     then[i].args, NULL),
+                                   then[i].what, err);
+        /* Wait even when a launch failed: the copy into the slot is queued. */
         rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize",
                            queued != 0 ? &later : err);
         if (queued != 0)
@@ -396,7 +418,7 @@ static int bc_cuda_read_back(const bc_cuda_api *api, const bc_cuda_host *host,
                              bc_CUstream stream, bc_CUdeviceptr src, void *dst, size_t bytes,
                              bc_cuda_error *err)
 {
-    return bc_cuda_read_back_then(api, host, stream, src, dst, bytes, NULL, err);
+    return bc_cuda_read_back_then(api, host, stream, src, dst, bytes, NULL, 0, err);
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_DRIVER_H */

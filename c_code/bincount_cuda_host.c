@@ -8,7 +8,15 @@
  *                                    PyObject *weights,       // cupy.ndarray or NULL
  *                                    PyObject **out);         // cupy.ndarray (n_bins,)
  *
- * It returns 0 on success and -1 with a Python exception set on failure (the
+ * and, for aesara_bincount_core.gpu.fused.GpuFusedBincount (the weights
+ * computed inline by a generated kernel; only when BC_FUSED_KINDS is
+ * defined):
+ *
+ *   int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins,     // the inputs but n
+ *                                          PyArrayObject *n,
+ *                                          PyObject **out);
+ *
+ * Both return 0 on success and -1 with a Python exception set on failure (the
  * same types and messages as the CPU Op); on failure *out is left as it was
  * and no input is written.
  *
@@ -20,7 +28,9 @@
  *   - the kernels of the current CUDA context come from the Python kernel
  *     layer (aesara_bincount_core/cuda/modules.py: NVRTC, module loading,
  *     occupancy), asked once per context and kept in a small table keyed by
- *     the context, of which each call takes its own copy (so Python code that
+ *     the context's unique ID (bc_cuda_context_key: a context created at the
+ *     address of a destroyed one is another entry), of which each call takes
+ *     its own copy (so Python code that
  *     runs during a call -- an allocation, a garbage collection, another
  *     thread on another device -- cannot change what the call launches);
  *   - device memory comes from CuPy's memory pool (cupy.zeros / cupy.empty);
@@ -32,7 +42,10 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE.  Compiled on its own, it instantiates the int64 count
+ * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
+ * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
+ * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
  * of the bincount form, which the test-suite uses to check that the file
  * stands alone.
  */
@@ -98,14 +111,16 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
     bc_cuda_error err;
     bc_CUcontext ctx = NULL;
+    unsigned long long key;
     PyObject *module, *res;
     unsigned long long v[6];
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
+    key = bc_cuda_context_key(api, ctx);
     for (i = 0; ctx != NULL && i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == ctx) {
+        if (table[i].kernels.context_key == key) {
             *k = table[i].kernels;
             *last_length = table[i].last_length;
             return 0;
@@ -130,6 +145,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     if (PyErr_Occurred())
         return -1;
     k->context = (bc_CUcontext)(size_t)v[0];
+    k->context_key = bc_cuda_context_key(api, k->context);
     k->hist = (bc_CUfunction)(size_t)v[1];
     k->finish = (bc_CUfunction)(size_t)v[2];
     k->resident_blocks = (long long)v[3];
@@ -139,7 +155,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
     /* Another call may have filled the entry meanwhile (the kernel layer ran
      * Python code): it is the same context, the same kernels. */
     for (i = 0; i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == k->context)
+        if (table[i].kernels.context_key == k->context_key)
             return 0;
     }
     APPLY_SPECIFIC(bc_gpu_table)(&slot);
@@ -149,12 +165,12 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
 }
 
 /* Remember the length of a call in the context's entry, as the next guess. */
-static void APPLY_SPECIFIC(bc_gpu_remember)(bc_CUcontext ctx, long long length)
+static void APPLY_SPECIFIC(bc_gpu_remember)(unsigned long long context_key, long long length)
 {
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
     int i;
     for (i = 0; i < BC_GPU_CONTEXTS; i++) {
-        if (table[i].kernels.context == ctx)
+        if (table[i].kernels.context_key == context_key)
             table[i].last_length = length;
     }
 }
@@ -174,10 +190,14 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
     return 0;
 }
 
-int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
-                                 PyObject **out)
+/*
+ * The call, once for both entry points: weights `w_in` (a cupy.ndarray, or
+ * NULL when counting or fused) or the fused inputs (`fused` and the GPU
+ * arrays among them, NULL when not fused).
+ */
+static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObject **out)
 {
-    bc_cuda_bincount_call c;
+    bc_cuda_bincount_call c = *call;
     bc_cuda_kernels k;
     bc_cuda_host host;
     bc_cuda_result res;
@@ -186,22 +206,7 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
     unsigned long long stream;
     PyObject *result;
 
-    memset(&c, 0, sizeof(c));
     memset(&err, 0, sizeof(err));
-    if (APPLY_SPECIFIC(bc_gpu_describe)(x, "x", &c.x) != 0 ||
-        bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
-        return -1;
-#if BC_WEIGHTED
-    if (w_in == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "GpuBincount: weights missing");
-        return -1;
-    }
-    if (APPLY_SPECIFIC(bc_gpu_describe)(w_in, "weights", &c.weights) != 0)
-        return -1;
-    c.weighted = 1;
-#else
-    (void)w_in;
-#endif
     api = bc_cuda_load(&err);
     if (api == NULL)
         return bc_host_raise(&err, "GpuBincount");
@@ -230,11 +235,123 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
             return -1;
     }
     if (!BC_SCATTER && c.x.length > 0)
-        APPLY_SPECIFIC(bc_gpu_remember)(k.context, res.length);
+        APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, res.length);
     Py_XDECREF(*out);
     *out = result;
     return 0;
 }
+
+int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
+                                 PyObject **out)
+{
+    bc_cuda_bincount_call c;
+    memset(&c, 0, sizeof(c));
+    if (APPLY_SPECIFIC(bc_gpu_describe)(x, "x", &c.x) != 0 ||
+        bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
+        return -1;
+#if BC_WEIGHTED
+    if (w_in == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "GpuBincount: weights missing");
+        return -1;
+    }
+    if (APPLY_SPECIFIC(bc_gpu_describe)(w_in, "weights", &c.weights) != 0)
+        return -1;
+    c.weighted = 1;
+#else
+    (void)w_in;
+#endif
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
+}
+
+#ifdef BC_FUSED_KINDS
+/*
+ * The fused x and weights: ins[] holds the node's inputs but n, the first
+ * BC_FUSED_NX those of x.  BC_FUSED_KINDS says what each is: 'x' the stored
+ * x, 'w' the stored weights, 'a' a GPU array input of a scalar graph (a
+ * data pointer and a stride in elements, 0 for one element: broadcast),
+ * 's' a host scalar input (its bits).  The value computed by a graph has
+ * the length of its arrays, which must be one length where a length of 1
+ * broadcasts (else ValueError, as Elemwise's); the launcher checks the
+ * weights' length against x's as it checks a weights array's.
+ */
+int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyObject **out)
+{
+    static const char kinds[] = BC_FUSED_KINDS;
+    static const int itemsizes[] = BC_FUSED_ITEMSIZES;
+    const int nin = (int)sizeof(kinds) - 1;
+    bc_cuda_bincount_call c;
+    bc_fused_params f;
+    bc_cuda_array arrays[BC_CUDA_FUSED_MAX_ARGS];
+    long long length[2] = {-1, -1}; /* of the computed x, weights */
+    int device[2] = {-1, -1};
+    int i, narrays = 0, fused_x = 0, fused_w = 0;
+
+    memset(&c, 0, sizeof(c));
+    memset(&f, 0, sizeof(f));
+    if (bc_read_scalar(n_in, BC_SCATTER ? "the histogram length" : "minlength", &c.n) != 0)
+        return -1;
+    for (i = 0; i < nin && i < BC_CUDA_FUSED_MAX_ARGS; i++) {
+        const int g = i < BC_FUSED_NX ? 0 : 1;
+        const char *what = g == 0 ? "x" : "weights";
+        if (kinds[i] == 'x' || kinds[i] == 'w') {
+            if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], what, g == 0 ? &c.x : &c.weights) != 0)
+                return -1;
+            c.weighted |= g;
+            continue;
+        }
+        if (kinds[i] == 's') {
+            PyArrayObject *a = (PyArrayObject *)ins[i];
+            if (PyArray_SIZE(a) != 1 || PyArray_ITEMSIZE(a) != itemsizes[i]) {
+                PyErr_Format(PyExc_ValueError,
+                             "GpuBincount: a host input of the %s is not one value", what);
+                return -1;
+            }
+            memcpy(&f.data[i], PyArray_DATA(a), (size_t)itemsizes[i]);
+            continue;
+        }
+        if (APPLY_SPECIFIC(bc_gpu_describe)(ins[i], what, &arrays[narrays]) != 0)
+            return -1;
+        {
+            const bc_cuda_array *a = &arrays[narrays++];
+            f.data[i] = a->ptr;
+            f.stride[i] = a->length > 1 ? bc_cuda_stride(a) : 0;
+            if (device[g] == -1)
+                device[g] = a->device;
+            /* The graph's length: that of its arrays, where 1 broadcasts. */
+            if (a->length != 1 && length[g] != -1 && a->length != length[g]) {
+                PyErr_Format(PyExc_ValueError,
+                             "GpuBincount: the inputs of the %s do not broadcast: lengths %lld "
+                             "and %lld",
+                             what, length[g], a->length);
+                return -1;
+            }
+            if (a->length != 1)
+                length[g] = a->length;
+            if (g == 0)
+                fused_x = 1;
+            else
+                fused_w = 1;
+        }
+    }
+    if (fused_x) {
+        c.x.length = length[0] == -1 ? 1 : length[0];
+        c.x.ndim = 1;
+        c.x.itemsize = BC_X_ITEMSIZE;
+        c.x.device = device[0];
+    }
+    if (fused_w) {
+        c.weighted = 1;
+        c.weights.length = length[1] == -1 ? 1 : length[1];
+        c.weights.ndim = 1;
+        c.weights.itemsize = ITEMSIZE_OUTPUT_0;
+        c.weights.device = device[1];
+    }
+    c.fused = &f;
+    c.fused_arrays = arrays;
+    c.nfused_arrays = narrays;
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
+}
+#endif
 
 #undef BC_WEIGHTED
 #undef BC_GPU_CONTEXTS

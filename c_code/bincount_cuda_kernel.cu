@@ -23,6 +23,19 @@
  *                             (i8 ... u64); <inc> is c32 / c64 for a count in
  *                             32- / 64-bit unsigned integers, or the dtype of
  *                             the weights (i8 ... u64, f32, f64).
+ *   BC_FUSED_NAME             (only in a generated source, which defines it:
+ *                             aesara_bincount_core/gpu/fused.py) the pass of
+ *                             one dtype of x and one increment kind whose
+ *                             weights (BC_FUSED_FW 1), x (BC_FUSED_FX 1) or
+ *                             both are computed inline, from a second
+ *                             parameter bc_fused_params, by the generated
+ *                             device functions bc_fused_weight(f, pos) and
+ *                             bc_fused_x(f, pos) (the scalar ops' own code):
+ *                             no array of them is read or written.  Then
+ *                             only this histogram kernel is instantiated,
+ *                             with the finish kernels.  A computed x is read
+ *                             element by element (no vector loads), and the
+ *                             value at a refused position is computed again.
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
  *                             wrap), u64_f32, u64_f64 (counts to floats),
@@ -45,7 +58,11 @@
  *     all 32 lanes of a warp hold the same bin, their sums are reduced with
  *     shuffles and lane 0 issues one atomic for the warp (warp-aggregated
  *     atomics, as in NVIDIA's blog post "CUDA Pro Tip: Optimized Filtering
- *     with Warp-Aggregated Atomics", 2014).
+ *     with Warp-Aggregated Atomics", 2014).  Shared-memory float and double
+ *     bins, whose atomics are compare-and-swap spins in the hardware, are
+ *     also summed over the lanes that add to the same bin together, and
+ *     64-bit integer bins are added as two native 32-bit adds with a carry
+ *     (shared_add, bincount_cuda_device.cuh).
  *   - The range check is fused with the counting: each thread keeps the
  *     largest value and the first refused position it saw; warps reduce them
  *     and one atomicMax per warp publishes them in the bc_status.  The last
@@ -115,6 +132,23 @@ __device__ __forceinline__ bool to_bin(X v, sign_tag<false>, const bc_hist_param
     return true;
 }
 
+/* Stand-ins of the generated prologue (see BC_FUSED_NAME above), so that
+ * the template compiles on its own; no kernel instantiated here calls them. */
+#ifndef BC_FUSED_FW
+#define BC_FUSED_FW 0
+__device__ __forceinline__ double bc_fused_weight(const bc_fused_params &, bc_i64)
+{
+    return 0.0;
+}
+#endif
+#ifndef BC_FUSED_FX
+#define BC_FUSED_FX 0
+__device__ __forceinline__ bc_i64 bc_fused_x(const bc_fused_params &, bc_i64)
+{
+    return 0;
+}
+#endif
+
 #ifndef BC_DYNAMIC_SHARED
 /* The block's dynamic shared memory (a hook, so that a CPU emulation used by
  * the test-suite can supply its own). */
@@ -128,9 +162,12 @@ __device__ __forceinline__ bc_u64 *dynamic_shared()
 /*
  * One histogram pass.  X: dtype of x; W: dtype of the weights (unused when
  * counting); SH: type of a shared-memory bin; ACC: type of a global bin (the
- * accumulator); WEIGHTED: weights or a count.
+ * accumulator); WEIGHTED: weights or a count; FUSED: the weights are
+ * computed at each position by bc_fused_weight from the fused inputs `f`
+ * (no weights array); FX: so is x, by bc_fused_x (no x array).
  */
-template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> struct hist_pass {
+template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED, bool FX>
+struct hist_pass {
     /* Elements loaded together by one thread: 4 (2 of 64-bit dtypes), that
      * is 16 bytes of 32- and 64-bit x; narrower x is counted at a rate where
      * the atomics, not the loads, set the pace. */
@@ -143,6 +180,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     typedef typename traits<X>::sign sign;
 
     const bc_hist_params &p;
+    const bc_fused_params *f; /* FUSED, FX: the inputs of the weights, of x */
     const X *x;
     const W *w;
     ACC *out;
@@ -158,8 +196,9 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     ACC run_sum;
     bool have;
 
-    __device__ __forceinline__ hist_pass(const bc_hist_params &params, SH *shared)
-        : p(params), x(reinterpret_cast<const X *>(params.x)),
+    __device__ __forceinline__ hist_pass(const bc_hist_params &params,
+                                         const bc_fused_params *fused, SH *shared)
+        : p(params), f(fused), x(reinterpret_cast<const X *>(params.x)),
           w(reinterpret_cast<const W *>(params.w)), out(reinterpret_cast<ACC *>(params.out)),
           sh(shared), lo((bc_u64)params.lo), span((bc_u64)(params.hi - params.lo)),
           sbins((bc_u64)params.shared_bins), vmax(0), first_bad(NO_POSITION),
@@ -171,6 +210,8 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     {
         if (!WEIGHTED)
             return (ACC)1;
+        if (FUSED)
+            return (ACC)(W)bc_fused_weight(*f, pos);
         return (ACC)__ldcs(w + pos * p.w_stride);
     }
 
@@ -179,7 +220,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     {
         const bc_u64 b = bin - lo;
         if (b < sbins)
-            atomicAdd(sh + b, (SH)amount);
+            shared_add(sh + b, (SH)amount, (unsigned)b);
         else
             global_add(out + bin, amount);
     }
@@ -244,7 +285,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
             X xv[1] = {(X)0};
             ACC inc[1] = {(ACC)0};
             if (valid) {
-                xv[0] = __ldcs(x + pos * p.x_stride);
+                xv[0] = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
                 inc[0] = weight_at(pos);
             }
             process(xv, inc, pos, valid);
@@ -259,7 +300,7 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         const bc_i64 stride = warps * 32;
         const X *xs = x + start;
         ACC w0 = (ACC)1;
-        if (WEIGHTED && p.w_stride == 0)
+        if (WEIGHTED && !FUSED && p.w_stride == 0)
             w0 = weight_at(0);
         for (bc_i64 base = first_warp * 32; base < nvec; base += stride * UNROLL) {
             X xv[UNROLL][V];
@@ -271,7 +312,11 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
                 valid[u] = vi < nvec;
                 if (valid[u]) {
                     vec_load<X, V>::load(xs + vi * V, xv[u]);
-                    if (WEIGHTED && p.w_stride != 0) {
+                    if (FUSED) {
+#pragma unroll
+                        for (int k = 0; k < V; k++)
+                            inc[u][k] = weight_at(start + vi * V + k);
+                    } else if (WEIGHTED && p.w_stride != 0) {
                         W wv[V];
                         vec_load<W, V>::load(w + start + vi * V, wv);
 #pragma unroll
@@ -297,13 +342,13 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
         const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
         /* Contiguous x: peel the `head` elements before the first vector
          * boundary, then whole vectors, then the tail. */
-        const bool x_vec = p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
+        const bool x_vec = !FX && p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
         bc_i64 head = (bc_i64)(((bc_u64)X_ALIGN - (p.x & (bc_u64)(X_ALIGN - 1))) &
                                (bc_u64)(X_ALIGN - 1)) /
                       (bc_i64)sizeof(X);
         head = head < p.size ? head : p.size;
         const bool w_vec =
-            !WEIGHTED || p.w_stride == 0 ||
+            !WEIGHTED || FUSED || p.w_stride == 0 ||
             (p.w_stride == 1 && ((p.w + (bc_u64)head * sizeof(W)) & (bc_u64)(W_ALIGN - 1)) == 0);
         if (x_vec && w_vec) {
             const bc_i64 nvec = (p.size - head) / V;
@@ -317,8 +362,8 @@ template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED> stru
     }
 };
 
-template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED>
-__device__ __forceinline__ void hist(const bc_hist_params &p)
+template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED, bool FX>
+__device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_params *f)
 {
     SH *shared = reinterpret_cast<SH *>(dynamic_shared());
     const bc_i64 sbins = p.shared_bins;
@@ -329,8 +374,8 @@ __device__ __forceinline__ void hist(const bc_hist_params &p)
         shared[i] = (SH)0;
     __syncthreads();
 
-    hist_pass<X, W, SH, ACC, WEIGHTED> pass(
-        p, shared + (p.copies > 1 ? (threadIdx.x >> 5) % (unsigned)p.copies : 0u) * sbins);
+    hist_pass<X, W, SH, ACC, WEIGHTED, FUSED, FX> pass(
+        p, f, shared + (p.copies > 1 ? (threadIdx.x >> 5) % (unsigned)p.copies : 0u) * sbins);
     pass.run();
 
     /* Publish the range check: one atomic per warp. */
@@ -366,8 +411,9 @@ __device__ __forceinline__ void hist(const bc_hist_params &p)
             const bc_u64 inv = atomicAdd(&status->bad_pos_inv, 0ull);
             if (inv != 0) {
                 const X *x = reinterpret_cast<const X *>(p.x);
-                status->bad_value =
-                    as_u64(x[(bc_i64)(~inv) * p.x_stride], typename traits<X>::sign());
+                const bc_i64 pos = (bc_i64)(~inv);
+                status->bad_value = as_u64(FX ? (X)bc_fused_x(*f, pos) : x[pos * p.x_stride],
+                                           typename traits<X>::sign());
             }
         }
     }
@@ -386,28 +432,72 @@ template <typename ACC, typename OUT> __device__ __forceinline__ void finish(con
 
 /* ---- extern "C" kernels ---- */
 
-#define BC_HIST(XN, XT, IN, WT, SHT, ACCT, WEIGHTED)                                          \
+/* The types of each increment kind (the <inc> of a kernel name): weights,
+ * shared-memory bin, global bin, weighted. */
+#define BC_INC_c32 bc_u32, bc_u32, bc_u32, false
+#define BC_INC_c64 bc_u64, bc_u32, bc_u64, false
+#define BC_INC_i8 signed char, bc_u32, bc_u32, true
+#define BC_INC_i16 short, bc_u32, bc_u32, true
+#define BC_INC_i32 int, bc_u32, bc_u32, true
+#define BC_INC_i64 long long, bc_u64, bc_u64, true
+#define BC_INC_u8 unsigned char, bc_u32, bc_u32, true
+#define BC_INC_u16 unsigned short, bc_u32, bc_u32, true
+#define BC_INC_u32 unsigned int, bc_u32, bc_u32, true
+#define BC_INC_u64 unsigned long long, bc_u64, bc_u64, true
+#define BC_INC_f32 float, float, double, true
+#define BC_INC_f64 double, double, double, true
+/* Expand a row of BC_INC_* into the arguments of its consumer. */
+#define BC_EXPAND(M, ...) M(__VA_ARGS__)
+
+#define BC_HIST_TYPES(NAME, XT, WT, SHT, ACCT, WEIGHTED)                                      \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, BC_CUDA_BLOCKS_PER_SM)      \
-        bincount_hist_##XN##_##IN(const bc_hist_params p)                                     \
+        NAME(const bc_hist_params p)                                                          \
     {                                                                                         \
-        bc::hist<XT, WT, SHT, ACCT, WEIGHTED>(p);                                             \
+        bc::hist<XT, WT, SHT, ACCT, WEIGHTED, false, false>(p, 0);                            \
+    }
+#define BC_HIST(XN, XT, IN) BC_EXPAND(BC_HIST_TYPES, bincount_hist_##XN##_##IN, XT, BC_INC_##IN)
+
+#define BC_FUSED_TYPES(NAME, XT, WT, SHT, ACCT, WEIGHTED)                                     \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, BC_CUDA_BLOCKS_PER_SM)      \
+        NAME(const bc_hist_params p, const bc_fused_params f)                                 \
+    {                                                                                         \
+        bc::hist<XT, WT, SHT, ACCT, WEIGHTED, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);     \
     }
 
 /* Every increment kind for one dtype of x: counts, then each weights dtype. */
 #define BC_HIST_FOR_X(XN, XT)                                                                 \
-    BC_HIST(XN, XT, c32, bc_u32, bc_u32, bc_u32, false)                                       \
-    BC_HIST(XN, XT, c64, bc_u64, bc_u32, bc_u64, false)                                       \
-    BC_HIST(XN, XT, i8, signed char, bc_u32, bc_u32, true)                                    \
-    BC_HIST(XN, XT, i16, short, bc_u32, bc_u32, true)                                         \
-    BC_HIST(XN, XT, i32, int, bc_u32, bc_u32, true)                                           \
-    BC_HIST(XN, XT, i64, long long, bc_u64, bc_u64, true)                                     \
-    BC_HIST(XN, XT, u8, unsigned char, bc_u32, bc_u32, true)                                  \
-    BC_HIST(XN, XT, u16, unsigned short, bc_u32, bc_u32, true)                                \
-    BC_HIST(XN, XT, u32, unsigned int, bc_u32, bc_u32, true)                                  \
-    BC_HIST(XN, XT, u64, unsigned long long, bc_u64, bc_u64, true)                            \
-    BC_HIST(XN, XT, f32, float, float, double, true)                                          \
-    BC_HIST(XN, XT, f64, double, double, double, true)
+    BC_HIST(XN, XT, c32)                                                                      \
+    BC_HIST(XN, XT, c64)                                                                      \
+    BC_HIST(XN, XT, i8)                                                                       \
+    BC_HIST(XN, XT, i16)                                                                      \
+    BC_HIST(XN, XT, i32)                                                                      \
+    BC_HIST(XN, XT, i64)                                                                      \
+    BC_HIST(XN, XT, u8)                                                                       \
+    BC_HIST(XN, XT, u16)                                                                      \
+    BC_HIST(XN, XT, u32)                                                                      \
+    BC_HIST(XN, XT, u64)                                                                      \
+    BC_HIST(XN, XT, f32)                                                                      \
+    BC_HIST(XN, XT, f64)
 
+#ifdef BC_FUSED_NAME
+/* A generated source: its one fused kernel (BC_FUSED_X: the short name of
+ * the dtype of x; BC_FUSED_INC: the increment kind, c32 / c64 or a weights
+ * dtype). */
+#define BC_XT_i8 signed char
+#define BC_XT_i16 short
+#define BC_XT_i32 int
+#define BC_XT_i64 long long
+#define BC_XT_u8 unsigned char
+#define BC_XT_u16 unsigned short
+#define BC_XT_u32 unsigned int
+#define BC_XT_u64 unsigned long long
+#define BC_FUSED_PASTE(A, B) A##B
+#define BC_FUSED_CAT(A, B) BC_FUSED_PASTE(A, B)
+BC_EXPAND(BC_FUSED_TYPES, BC_FUSED_NAME, BC_FUSED_CAT(BC_XT_, BC_FUSED_X),
+          BC_FUSED_CAT(BC_INC_, BC_FUSED_INC))
+#undef BC_FUSED_PASTE
+#undef BC_FUSED_CAT
+#else
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
 BC_HIST_FOR_X(i8, signed char)
 #endif
@@ -432,6 +522,7 @@ BC_HIST_FOR_X(u32, unsigned int)
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT64
 BC_HIST_FOR_X(u64, unsigned long long)
 #endif
+#endif /* BC_FUSED_NAME */
 
 #define BC_FINISH(AN, AT, ON, OT)                                                             \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
@@ -447,5 +538,20 @@ BC_FINISH(u64, bc_u64, f64, double)
 BC_FINISH(f64, double, f32, float)
 
 #undef BC_HIST
+#undef BC_HIST_TYPES
+#undef BC_FUSED_TYPES
 #undef BC_HIST_FOR_X
 #undef BC_FINISH
+#undef BC_EXPAND
+#undef BC_INC_c32
+#undef BC_INC_c64
+#undef BC_INC_i8
+#undef BC_INC_i16
+#undef BC_INC_i32
+#undef BC_INC_i64
+#undef BC_INC_u8
+#undef BC_INC_u16
+#undef BC_INC_u32
+#undef BC_INC_u64
+#undef BC_INC_f32
+#undef BC_INC_f64

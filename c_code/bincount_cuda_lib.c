@@ -71,6 +71,7 @@ static bc_cuda_kernels bc_lib_kernels(unsigned long long context, unsigned long 
                                       long long shared_budget, unsigned long long total_memory)
 {
     bc_cuda_kernels k;
+    memset(&k, 0, sizeof(k)); /* context_key: only the Ops' tables use it */
     k.context = BC_LIB_HANDLE(bc_CUcontext, context);
     k.hist = BC_LIB_HANDLE(bc_CUfunction, hist);
     k.finish = BC_LIB_HANDLE(bc_CUfunction, finish);
@@ -198,8 +199,9 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     bc_CUdeviceptr inc, long long inc_row_bytes, long long inc_elem, int inc_device,
     bc_CUdeviceptr idx_ptr, long long idx_length, long long idx_stride_bytes, int idx_device, int idx_signed, int idx_itemsize, long long nrows,
     long long row_size, int check_only, unsigned long long stream, unsigned long long k_context,
-    unsigned long long k_check, unsigned long long k_add, long long k_resident_blocks,
-    bc_lib_alloc_fn alloc, bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
+    unsigned long long k_check, unsigned long long k_add, unsigned long long k_wide,
+    unsigned long long k_finish, long long k_resident_blocks, bc_lib_alloc_fn alloc,
+    bc_lib_release_fn release, void *host_ctx, bc_cuda_error *err)
 {
     bc_rows_call c;
     bc_rows_kernels k;
@@ -208,6 +210,7 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     if (api == NULL)
         return -1;
     memset(&c, 0, sizeof(c));
+    memset(&k, 0, sizeof(k));
     c.out = out;
     c.out_row_bytes = out_row_bytes;
     c.out_device = out_device;
@@ -225,6 +228,9 @@ BC_LIB_EXPORT int bc_lib_scatter_rows(
     k.context = BC_LIB_HANDLE(bc_CUcontext, k_context);
     k.check = BC_LIB_HANDLE(bc_CUfunction, k_check);
     k.add = BC_LIB_HANDLE(bc_CUfunction, k_add);
+    k.context_key = bc_cuda_context_key(api, k.context); /* as the Op's table has it */
+    k.wide = BC_LIB_HANDLE(bc_CUfunction, k_wide);
+    k.finish = BC_LIB_HANDLE(bc_CUfunction, k_finish);
     k.resident_blocks = k_resident_blocks;
     return bc_cuda_scatter_rows(api, &c, &k, &host, err);
 }

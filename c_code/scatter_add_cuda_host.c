@@ -74,7 +74,8 @@
 /* Contexts whose kernels one compiled module remembers. */
 #define SA_GPU_CONTEXTS 16
 
-/* The kernels of each context, read and written only with the GIL held. */
+/* The kernels of each context (keyed by bc_cuda_context_key), read and
+ * written only with the GIL held. */
 static bc_rows_kernels *APPLY_SPECIFIC(sa_gpu_table)(int *next)
 {
     static bc_rows_kernels table[SA_GPU_CONTEXTS];
@@ -93,14 +94,16 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     bc_rows_kernels *table = APPLY_SPECIFIC(sa_gpu_table)(NULL);
     bc_cuda_error err;
     bc_CUcontext ctx = NULL;
+    unsigned long long key;
     PyObject *module, *res;
-    unsigned long long v[4];
+    unsigned long long v[6];
     int i, slot;
     memset(&err, 0, sizeof(err));
     if (bc_cuda_check(api, api->CtxGetCurrent(&ctx), "cuCtxGetCurrent", &err) != 0)
         return bc_host_raise(&err, "GpuScatterAdd");
+    key = bc_cuda_context_key(api, ctx);
     for (i = 0; ctx != NULL && i < SA_GPU_CONTEXTS; i++) {
-        if (table[i].context == ctx) {
+        if (table[i].context_key == key) {
             *k = table[i];
             return 0;
         }
@@ -113,23 +116,26 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     Py_DECREF(module);
     if (res == NULL)
         return -1;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4) {
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 6) {
         Py_DECREF(res);
         PyErr_SetString(PyExc_RuntimeError,
                         "GpuScatterAdd: c_rows_kernel_handles returned a bad value");
         return -1;
     }
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 6; i++)
         v[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(res, i));
     Py_DECREF(res);
     if (PyErr_Occurred())
         return -1;
     k->context = (bc_CUcontext)(size_t)v[0];
+    k->context_key = bc_cuda_context_key(api, k->context);
     k->check = (bc_CUfunction)(size_t)v[1];
     k->add = (bc_CUfunction)(size_t)v[2];
-    k->resident_blocks = (long long)v[3];
+    k->wide = (bc_CUfunction)(size_t)v[3];
+    k->finish = (bc_CUfunction)(size_t)v[4];
+    k->resident_blocks = (long long)v[5];
     for (i = 0; i < SA_GPU_CONTEXTS; i++) {
-        if (table[i].context == k->context)
+        if (table[i].context_key == k->context_key)
             return 0; /* filled meanwhile by another call: the same kernels */
     }
     APPLY_SPECIFIC(sa_gpu_table)(&slot);

@@ -18,12 +18,17 @@
  *                             [-nrows, nrows).
  *   scatter_rows_add_<idx>_<out>  second kernel: adds the rows of the
  *                             increments into out (every index was checked).
+ *   scatter_rows_wide_<idx>_f32   instead of it for float32 when a float64
+ *                             scratch is used (below): adds the rows into
+ *                             the scratch, in float64.
+ *   scatter_rows_finish_f32   third kernel of the scratch: out += scratch,
+ *                             rounded to float32 once.
  *
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
  *     an index outside [-nrows, nrows) with one atomicMax of its complement
- *     per thread that saw one; the host reads it back before the adding
- *     kernel is queued, so nothing is written when an index is bad.
+ *     per thread that saw one; the kernels queued after it on the stream
+ *     read it first and exit on a bad index, so nothing is written then.
  *   - The adding kernel splits the work into items: a chunk of `chunk`
  *     consecutive indices times a tile of columns.  A warp takes an item at a
  *     time.  Its lanes share rows of `lanes` = min(32, D) lanes: a wide row
@@ -36,14 +41,32 @@
  *     atomic per column only when the row changes and at the end of the
  *     item, so runs of equal indices (sorted indices, a hot row) cost one
  *     atomic per run and column instead of one per increment.
- *   - The adds to out are atomics: float32 through the compare-and-swap of
- *     global_add (subnormals kept), float64 atomicAdd, 32- and 64-bit
+ *   - The adds to out are atomics: float64 atomicAdd, 32- and 64-bit
  *     integers unsigned atomicAdd, 8- and 16-bit integers a compare-and-swap
  *     on the aligned 32-bit word that holds them (as CUDA has no narrower
- *     atomics).  Integer sums wrap modulo 2**bits; float sums are taken in
- *     an order that varies from run to run (running sums, then atomics in
- *     any order), so float results can differ from np.add.at's sequential
- *     sum, and between runs, in the last bits.
+ *     atomics).  float32 (whose native global atomic add flushes subnormals,
+ *     bincount_cuda_device.cuh) takes one of two paths, the launcher's
+ *     choice (scatter_add_cuda_launch.h):
+ *       - the float64 scratch, when one the size of the output fits
+ *         BC_CUDA_ROWS_SCRATCH_MAX_BYTES and the output has at most
+ *         BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX rows per index: the running
+ *         sums are kept in float64 and added to the scratch with the native
+ *         double atomic (red.global.add.f64, which keeps subnormals and
+ *         does not serialise on a hot row as a compare-and-swap loop does);
+ *         then the finish kernel adds each element's sum to out and rounds
+ *         it to float32 once.  The checking kernel sets the scratch to
+ *         -0.0, the additive identity; an element whose sum stays -0.0 (no
+ *         increment, or only -0.0 ones) is left as it was (base + -0.0).
+ *       - otherwise a compare-and-swap loop per element, BC_CUDA_ROWS_TILE of
+ *         them side by side (the tile's loads, then its compare-and-swaps,
+ *         then again only those that failed: tile_adder), so that a lane has
+ *         all its round trips to L2 in flight at once.
+ *     Integer sums wrap modulo 2**bits; float sums are taken in an order
+ *     that varies from run to run (running sums, then atomics in any order),
+ *     so float results can differ from np.add.at's sequential sum, and
+ *     between runs, in the last bits (float32 summed in float64 is rounded
+ *     once, so it is nearer the exact sum than np.add.at's, and a float32
+ *     overflow that the sequential sum meets on the way may not happen).
  */
 #include "bincount_cuda_device.cuh"
 
@@ -100,6 +123,13 @@ template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_p
     }
     if (first_bad != NO_POSITION)
         atomicMax(&status->bad_pos_inv, ~first_bad);
+    /* float32 with a scratch: it starts at -0.0 (see the top). */
+    if (p.scratch != 0) {
+        double *scratch = reinterpret_cast<double *>(p.scratch);
+        const bc_i64 total = p.nrows * p.row_size;
+        for (bc_i64 e = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step)
+            scratch[e] = -0.0;
+    }
 }
 
 /* How a running sum of dtype OUT is kept (ACC), where it starts (zero(): the
@@ -109,19 +139,32 @@ template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_p
 template <typename OUT> struct rows_acc;
 template <> struct rows_acc<float> {
     typedef float type;
+    typedef float target;
     static __device__ __forceinline__ float zero() { return -0.0f; }
-    static __device__ __forceinline__ void add(float *p, float v) { global_add(p, v); }
+    static __device__ __forceinline__ float term(float v) { return v; }
+};
+/* float32 increments added into the float64 scratch (scatter_rows_wide). */
+struct rows_scratch {
+    typedef double type;
+    typedef double target;
+    static __device__ __forceinline__ double zero() { return -0.0; }
+    static __device__ __forceinline__ double term(float v) { return (double)v; }
+    static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
 };
 template <> struct rows_acc<double> {
     typedef double type;
+    typedef double target;
     static __device__ __forceinline__ double zero() { return -0.0; }
+    static __device__ __forceinline__ double term(double v) { return v; }
     static __device__ __forceinline__ void add(double *p, double v) { atomicAdd(p, v); }
 };
 /* 32- and 64-bit integers: unsigned arithmetic, so sums wrap. */
 #define BC_ROWS_WORD(T, U)                                                                    \
     template <> struct rows_acc<T> {                                                          \
         typedef U type;                                                                       \
+        typedef T target;                                                                     \
         static __device__ __forceinline__ U zero() { return 0u; }                             \
+        static __device__ __forceinline__ U term(T v) { return (U)v; }                        \
         static __device__ __forceinline__ void add(T *p, U v)                                 \
         {                                                                                     \
             atomicAdd(reinterpret_cast<U *>(p), v);                                           \
@@ -162,7 +205,9 @@ template <typename T> __device__ __forceinline__ void narrow_add(T *p, bc_u32 v)
 #define BC_ROWS_NARROW(T)                                                                     \
     template <> struct rows_acc<T> {                                                          \
         typedef bc_u32 type;                                                                  \
+        typedef T target;                                                                     \
         static __device__ __forceinline__ bc_u32 zero() { return 0u; }                        \
+        static __device__ __forceinline__ bc_u32 term(T v) { return (bc_u32)v; }             \
         static __device__ __forceinline__ void add(T *p, bc_u32 v) { narrow_add(p, v); }      \
     };
 BC_ROWS_NARROW(signed char)
@@ -171,13 +216,69 @@ BC_ROWS_NARROW(short)
 BC_ROWS_NARROW(unsigned short)
 #undef BC_ROWS_NARROW
 
-template <typename I, typename OUT> __device__ __forceinline__ void rows_add(const bc_rows_params &p)
+/* Add sum[t] to base[t * step] for the t with t * step < room (the columns
+ * inside the row): one atomic each (A::add), or for float32
+ * (tile_adder<rows_acc<float>>) a compare-and-swap loop each, all T run side
+ * by side. */
+template <typename A> struct tile_adder {
+    template <int T>
+    static __device__ __forceinline__ void run(typename A::target *base, bc_i64 step,
+                                               const typename A::type (&sum)[T], bc_i64 room)
+    {
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            if (t * step < room)
+                A::add(base + t * step, sum[t]);
+    }
+};
+/* T loads, then T compare-and-swaps, then again only for those that failed
+ * (with the value each one found), so that a lane waits for one round trip
+ * to L2 per round instead of one per element.  As global_add: the float add
+ * keeps subnormals, and the comparison is on bits (a NaN does not loop). */
+template <> struct tile_adder<rows_acc<float>> {
+    template <int T>
+    static __device__ __forceinline__ void run(float *base, bc_i64 step, const float (&sum)[T],
+                                               bc_i64 room)
+    {
+        unsigned int *word = reinterpret_cast<unsigned int *>(base);
+        unsigned int seen[T];
+        unsigned live = 0u;
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            live |= (t * step < room ? 1u : 0u) << t;
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            seen[t] = (live >> t) & 1u ? word[t * step] : 0u;
+        while (live != 0u) {
+            unsigned int before[T];
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                before[t] = seen[t];
+                if ((live >> t) & 1u)
+                    seen[t] = atomicCAS(word + t * step, before[t],
+                                        __float_as_uint(__uint_as_float(before[t]) + sum[t]));
+            }
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                if (seen[t] == before[t])
+                    live &= ~(1u << t);
+        }
+    }
+};
+
+/* The adding kernels: A is rows_acc<OUT> (into out) or rows_scratch (into
+ * the scratch, rows of row_size elements). */
+template <typename I, typename OUT, typename A>
+__device__ __forceinline__ void rows_add(const bc_rows_params &p)
 {
-    typedef typename rows_acc<OUT>::type ACC;
+    typedef typename A::type ACC;
+    typedef typename A::target TGT;
     enum { TILE = BC_CUDA_ROWS_TILE };
+    const bool scratch = sizeof(TGT) != sizeof(OUT);
     const I *idx = reinterpret_cast<const I *>(p.idx);
     const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
-    OUT *out = reinterpret_cast<OUT *>(p.out);
+    TGT *out = reinterpret_cast<TGT *>(scratch ? p.scratch : p.out);
+    const bc_i64 out_row = scratch ? p.row_size : p.out_row;
     const bc_i64 lanes = p.lanes;
     const bc_i64 group = 32 / lanes; /* rows a warp step covers */
     const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
@@ -197,49 +298,59 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
         const bc_i64 begin = (item / p.tiles) * p.chunk;
         const bc_i64 end = begin + p.chunk < p.n ? begin + p.chunk : p.n;
         const bc_i64 col0 = (item % p.tiles) * lanes * TILE + col_lane;
+        const bc_i64 room = p.row_size - col0; /* the tile's columns inside the row */
         ACC sum[TILE];
         bc_i64 run_row = -1;
         for (bc_i64 i = begin + sub; i < end; i += group) {
             const bc_i64 row = row_of(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign());
             if (row != run_row) {
-                if (run_row >= 0) {
-#pragma unroll
-                    for (int t = 0; t < TILE; t++) {
-                        const bc_i64 col = col0 + t * lanes;
-                        if (col < p.row_size)
-                            rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
-                    }
-                }
+                if (run_row >= 0)
+                    tile_adder<A>::run(out + run_row * out_row + col0, lanes, sum, room);
                 run_row = row;
 #pragma unroll
                 for (int t = 0; t < TILE; t++)
-                    sum[t] = rows_acc<OUT>::zero();
+                    sum[t] = A::zero();
             }
             const OUT *src = inc + i * p.inc_row;
 #pragma unroll
-            for (int t = 0; t < TILE; t++) {
-                const bc_i64 col = col0 + t * lanes;
-                if (col < p.row_size)
-                    sum[t] += (ACC)__ldcs(src + col * p.inc_elem);
-            }
+            for (int t = 0; t < TILE; t++)
+                if (t * lanes < room)
+                    sum[t] += A::term(__ldcs(src + (col0 + t * lanes) * p.inc_elem));
         }
-        if (run_row >= 0) {
-#pragma unroll
-            for (int t = 0; t < TILE; t++) {
-                const bc_i64 col = col0 + t * lanes;
-                if (col < p.row_size)
-                    rows_acc<OUT>::add(out + run_row * p.out_row + col, sum[t]);
-            }
-        }
+        if (run_row >= 0)
+            tile_adder<A>::run(out + run_row * out_row + col0, lanes, sum, room);
+    }
+}
+
+/* The last kernel of the scratch: out += scratch, rounded to float32 once,
+ * for every element whose sum is not -0.0 (the others keep their value, base
+ * + -0.0 being the base).  Skipped on a bad index. */
+__device__ __forceinline__ void rows_finish(const bc_rows_params &p)
+{
+    float *out = reinterpret_cast<float *>(p.out);
+    const double *scratch = reinterpret_cast<const double *>(p.scratch);
+    const bc_i64 total = p.nrows * p.row_size;
+    const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
+    if (p.status != 0 &&
+        reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
+        return;
+    for (bc_i64 e = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
+        const double s = scratch[e];
+        if (__double_as_longlong(s) == __double_as_longlong(-0.0))
+            continue;
+        const bc_i64 row = p.out_row == p.row_size ? 0 : e / p.row_size;
+        float *o = out + (p.out_row == p.row_size ? e : row * p.out_row + (e - row * p.row_size));
+        *o = (float)((double)*o + s);
     }
 }
 
 } /* namespace bc */
 
 /* MINB: the launch bounds' blocks per multiprocessor (BC_ROWS_MINB for outputs
- * of up to 32 bits; 1, no minimum, for 64-bit ones).  BC_ROWS_MINB is
- * BC_CUDA_ROWS_BLOCKS_PER_SM, except on sm_75, whose multiprocessors run at
- * most 1024 threads (two blocks). */
+ * of up to 32 bits; 2 for float32, whose batched compare-and-swap spills at
+ * 40 registers and fits 56 at sm_90; 1, no minimum, for 64-bit ones and the
+ * float64 scratch).  BC_ROWS_MINB is BC_CUDA_ROWS_BLOCKS_PER_SM, except on
+ * sm_75, whose multiprocessors run at most 1024 threads (two blocks). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
 #define BC_ROWS_MINB 2
 #else
@@ -249,7 +360,7 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, MINB)                       \
         scatter_rows_add_##XN##_##ON(const bc_rows_params p)                                  \
     {                                                                                         \
-        bc::rows_add<XT, OT>(p);                                                              \
+        bc::rows_add<XT, OT, bc::rows_acc<OT> >(p);                                           \
     }
 
 /* The checking kernel and every output dtype for one dtype of idx. */
@@ -267,8 +378,13 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_add(con
     BC_ROWS_ADD(XN, XT, u16, unsigned short, BC_ROWS_MINB)                             \
     BC_ROWS_ADD(XN, XT, u32, unsigned int, BC_ROWS_MINB)                               \
     BC_ROWS_ADD(XN, XT, u64, unsigned long long, 1)                                           \
-    BC_ROWS_ADD(XN, XT, f32, float, BC_ROWS_MINB)                                      \
-    BC_ROWS_ADD(XN, XT, f64, double, 1)
+    BC_ROWS_ADD(XN, XT, f32, float, 2)                                                 \
+    BC_ROWS_ADD(XN, XT, f64, double, 1)                                                       \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
+        scatter_rows_wide_##XN##_f32(const bc_rows_params p)                                  \
+    {                                                                                         \
+        bc::rows_add<XT, float, bc::rows_scratch>(p);                                         \
+    }
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
 BC_ROWS_FOR_X(i8, signed char)
@@ -294,6 +410,12 @@ BC_ROWS_FOR_X(u32, unsigned int)
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT64
 BC_ROWS_FOR_X(u64, unsigned long long)
 #endif
+
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_rows_finish_f32(const bc_rows_params p)
+{
+    bc::rows_finish(p);
+}
 
 #undef BC_ROWS_ADD
 #undef BC_ROWS_MINB

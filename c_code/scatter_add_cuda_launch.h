@@ -30,7 +30,15 @@
  *      that do not broadcast: the Op raises their ValueError after the
  *      IndexError, as the CPU Op does) or there is nothing to add (D == 0),
  *      the adding kernel (scatter_rows_add_<idx>_<out>), which reads the
- *      status first and exits at once when an index was bad.
+ *      status first and exits at once when an index was bad.  float32
+ *      with the float64 scratch (bc_cuda_rows_scratch_elems: it fits
+ *      BC_CUDA_ROWS_SCRATCH_MAX_BYTES, the output has at most
+ *      BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX rows per index, and the device
+ *      has the memory; else the compare-and-swap kernel): the scratch sits
+ *      before the status in one allocation, the checking kernel also sets it
+ *      to -0.0 (on enough blocks for both), scatter_rows_wide_<idx>_f32
+ *      replaces the adding kernel and scatter_rows_finish_f32 follows it,
+ *      both skipped on a bad index.
  *   2. One wait for the stream, the only one of a call (bc_cuda_read_back_then;
  *      the Op lets other Python threads run meanwhile): the GPU goes from
  *      the check to the adds without waiting for the host.  A bad index is
@@ -60,8 +68,11 @@
  * context (aesara_bincount_core/cuda/modules.py loads and sizes them). */
 typedef struct bc_rows_kernels {
     bc_CUcontext context;
+    unsigned long long context_key; /* its bc_cuda_context_key (the host's tables) */
     bc_CUfunction check;       /* scatter_rows_check_<idx> */
     bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> */
+    bc_CUfunction wide;        /* float32: scatter_rows_wide_<idx>_f32, else NULL */
+    bc_CUfunction finish;      /* float32: scatter_rows_finish_f32, else NULL */
     long long resident_blocks; /* blocks of add that run at once on the device */
 } bc_rows_kernels;
 
@@ -120,6 +131,18 @@ static bc_rows_plan bc_cuda_rows_plan(long long n, long long row_size, long long
         plan.chunk = group;
     plan.items = bc_ceil_div(n, plan.chunk) * plan.tiles;
     return plan;
+}
+
+/* Elements of the float64 scratch of a float32 call (step 1), or 0 for the
+ * compare-and-swap kernel. */
+static long long bc_cuda_rows_scratch_elems(const bc_rows_call *c, const bc_rows_kernels *k)
+{
+    const long long most = BC_CUDA_ROWS_SCRATCH_MAX_BYTES / 8;
+    if (k->wide == NULL || k->finish == NULL || c->check_only || c->row_size <= 0 ||
+        c->nrows <= 0 || c->nrows > most / c->row_size ||
+        c->nrows / BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX > c->idx.length)
+        return 0;
+    return c->nrows * c->row_size;
 }
 
 /* Step 0. */
@@ -215,11 +238,12 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     bc_rows_plan plan;
     bc_rows_params p;
     bc_status status;
-    bc_CUdeviceptr status_ptr = 0;
-    bc_cuda_launch add;
+    bc_CUdeviceptr buf_ptr = 0, status_ptr;
+    bc_cuda_launch then[2];
     void *args[1];
-    void *buf;
-    int rc;
+    void *buf = NULL;
+    long long scratch;
+    int rc, n_then = 0, out_of_memory = 0;
 
     if (bc_cuda_rows_check_call(api, c, k, err) != 0)
         return -1;
@@ -229,17 +253,47 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         return -1;
     plan = bc_cuda_rows_plan(c->idx.length, c->row_size > 0 ? c->row_size : 1, k->resident_blocks);
 
-    /* 1. The status, the check, its copy and the adds, queued together. */
-    buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 0, &status_ptr,
-                        BC_CUDA_STATUS_BYTES / 8, 8, err);
-    if (buf == NULL)
-        return -1;
+    /* 1. The status (after the scratch, if any), the check, its copy and the
+     * adds, queued together.  No memory for the scratch: the other kernel. */
+    scratch = bc_cuda_rows_scratch_elems(c, k);
+    if (scratch > 0) {
+        buf = host->alloc(host->ctx, BC_DT_FLOAT64, scratch + BC_CUDA_STATUS_BYTES / 8, 0,
+                          &buf_ptr, &out_of_memory);
+        if (buf == NULL && !out_of_memory)
+            return bc_cuda_fail(err, BC_CUDA_E_HOST, 0, 0, 0);
+        if (buf == NULL)
+            scratch = 0;
+    }
+    if (buf == NULL) {
+        buf = bc_cuda_alloc(host, BC_DT_UINT64, BC_CUDA_STATUS_BYTES / 8, 0, &buf_ptr,
+                            BC_CUDA_STATUS_BYTES / 8, 8, err);
+        if (buf == NULL)
+            return -1;
+    }
+    status_ptr = buf_ptr + (bc_CUdeviceptr)scratch * 8u;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
+    if (scratch > 0) {
+        const long long fill = bc_ceil_div(scratch, (long long)BC_CUDA_THREADS * 4);
+        p.scratch = buf_ptr;
+        if (plan.check_blocks < fill)
+            plan.check_blocks = fill < k->resident_blocks ? fill : k->resident_blocks;
+    }
     args[0] = &p;
-    add.func = k->add;
-    add.blocks = (unsigned)plan.blocks;
-    add.args = args;
-    add.what = "cuLaunchKernel(scatter-add of rows)";
+    if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
+        then[0].func = scratch > 0 ? k->wide : k->add;
+        then[0].blocks = (unsigned)plan.blocks;
+        then[0].args = args;
+        then[0].what = "cuLaunchKernel(scatter-add of rows)";
+        n_then = 1;
+        if (scratch > 0) {
+            long long blocks = bc_ceil_div(scratch, BC_CUDA_THREADS);
+            then[1].func = k->finish;
+            then[1].blocks = (unsigned)(blocks < k->resident_blocks ? blocks : k->resident_blocks);
+            then[1].args = args;
+            then[1].what = "cuLaunchKernel(finish of the scatter-add of rows)";
+            n_then = 2;
+        }
+    }
     rc = bc_cuda_check(api,
                        api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
                        "cuMemsetD32Async", err);
@@ -250,9 +304,8 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
                            "cuLaunchKernel(index check)", err);
     /* 2. The one wait. */
     if (rc == 0)
-        rc = bc_cuda_read_back_then(
-            api, host, c->stream, status_ptr, &status, sizeof(status),
-            c->check_only || c->row_size == 0 || c->nrows == 0 ? NULL : &add, err);
+        rc = bc_cuda_read_back_then(api, host, c->stream, status_ptr, &status, sizeof(status),
+                                    then, n_then, err);
     host->release(host->ctx, buf); /* the read-back waited for everything that uses it */
     if (rc != 0)
         return -1;

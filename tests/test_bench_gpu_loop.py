@@ -24,8 +24,8 @@ def rows(aesara_ms):
     common = dict(transfers=0, load="1.0", correct=True)
     return [
         dict(row="seed loop", N=10**6, aesara_ms=aesara_ms, today_ms=2.0, cupy_ms=0.05, floor_ms=0.01, **common),
-        dict(row="seed loop", N=10**8, aesara_ms=aesara_ms * 100, today_ms=900.0, cupy_ms=4.0, floor_ms=3.2,
-             **common),
+        dict(row="seed loop", N=10**8, aesara_ms=aesara_ms * 100, today_ms=900.0, cupy_ms=4.0, floor_ms=3.8,
+             fused=True, unfused_ms=7.0, **common),
         dict(row="sgd step", N=16384, aesara_ms=aesara_ms, torch_ms=0.05, **common),
     ]
 
@@ -33,9 +33,10 @@ def rows(aesara_ms):
 @pytest.mark.parametrize("aesara_ms, verdict", [(0.04, "PASS"), (0.2, "FAIL")])
 def test_loop_table_sizes_and_verdicts(aesara_ms, verdict):
     text = load().loop_table(rows(aesara_ms))
-    assert "| seed loop | 1e6 | 0 |" in text and "| seed loop | 1e8 |" in text and "| sgd step | 16384 |" in text
+    assert "| seed loop | 1e6 | 0 | - |" in text and "| seed loop | 1e8 | 0 | yes |" in text
+    assert "| sgd step | 16384 |" in text
     verdicts = [line for line in text.splitlines() if line.startswith("- ")]
-    assert len(verdicts) == 4, text
+    assert len(verdicts) == 5, text
     assert all(line.startswith(f"- {verdict}:") for line in verdicts), text
 
 

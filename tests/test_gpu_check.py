@@ -177,6 +177,7 @@ def test_dry_run_runs_every_stage(tmp_path):
     table = (out / "gpu-table.md").read_text()
     assert "not GPU figures" in table and "| 20000 | 300 | uniform | int32 |" in table, table
     assert "| seed loop | 20000 |" in table and "| sgd step | 32 |" in table, table  # issue 18's rows
+    assert "| seed loop | 20000 | 0 | yes |" in table, table  # issue 20: one fused kernel
     # Nothing emulated lands beside real results.
     assert sorted(os.listdir(results)) == before
     assert os.path.exists(os.path.join(ROOT, ".gpu-check")) == state_existed

@@ -6,7 +6,9 @@ stop on what a device leaves undefined.  These cases build
 shuffles and votes give the device's sums; blocks run on more than one OS
 thread (so they race on global memory); a read that misses a barrier sees
 the garbage fill; a barrier or warp intrinsic that not every thread reaches
-aborts at once, naming the deadlock, instead of hanging.
+aborts at once, naming the deadlock, instead of hanging; the warp helpers of
+``c_code/bincount_cuda_device.cuh`` (equal keys summed with
+``__match_any_sync``, 64-bit shared adds with carry) give exact sums.
 """
 import os
 import subprocess
@@ -26,7 +28,7 @@ def selftest(tmp_path_factory):
         pytest.skip(problem)
     exe = str(tmp_path_factory.mktemp("emu") / "emu_selftest")
     cmd = [emu.compiler(), "-std=c++20", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
-           f"-I{emu.HERE}", "-o", exe, os.path.join(emu.HERE, "emu_selftest.cc")]
+           "-Wno-unknown-pragmas", f"-I{emu.HERE}", f"-I{emu.C_CODE}", "-o", exe, os.path.join(emu.HERE, "emu_selftest.cc")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return exe
@@ -38,6 +40,11 @@ def _run(exe, case):
 
 def test_barriers_shuffles_and_votes_give_the_device_results(selftest):
     proc = _run(selftest, "sums")
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
+
+
+def test_equal_keys_of_a_warp_are_summed_once_and_64_bit_shared_adds_carry(selftest):
+    proc = _run(selftest, "peers")
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
 
 

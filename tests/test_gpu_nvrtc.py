@@ -60,9 +60,10 @@ def _headers():
 def _kernel_names(family, x_dtype):
     short = sources.DTYPES[x_dtype][1]
     if family == "rows":
-        return [f"scatter_rows_check_{short}"] + [
+        return [f"scatter_rows_check_{short}", f"scatter_rows_wide_{short}_f32",
+                "scatter_rows_finish_f32"] + [
             f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
-        ]
+        ]  # fmt: skip
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64", "f64_f32"]
     return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
@@ -95,6 +96,7 @@ def test_every_kernel_the_launchers_name_exists(compiled):
                 assert acc.finish is None or acc.finish in hist
                 assert sources.family_of(acc.hist_kernel(x_dtype)) == "hist"
             names = sources.rows_kernels(x_dtype, out_dtype)
+            names += tuple(n for n in sources.rows_scratch_kernels(names[1]) if n)
             assert set(names) <= rows
             assert {sources.family_of(n) for n in names} == {"rows"}
 
@@ -125,7 +127,7 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
     them.  The histogram's float32 weights go to global memory as float64
     (native double atomics, which keep subnormals) and shared memory keeps its
     float atomics (they keep them too); the rows' float32 adds are
-    compare-and-swap loops."""
+    compare-and-swap loops, or native double atomics into the float64 scratch."""
     for family, kernel in (("hist", "bincount_hist_i32_f32"), ("rows", "scatter_rows_add_i32_f32")):
         source = _c_code.read_source(sources.FAMILIES[family])
         for arch in ("compute_75", "compute_90"):
@@ -139,6 +141,40 @@ def test_no_flushing_float_atomics_on_global_memory(nvrtc_lib):
                 assert re.search(r"\b(atom|red)\.global\.add\.f64\b", text), arch
             else:
                 assert re.search(r"\batom\.global\.cas\.b32\b", text), arch
+                wide = text[text.index(".entry scatter_rows_wide_i32_f32"):]
+                wide = wide[: wide.index("\n}\n")]
+                assert re.search(r"\b(atom|red)\.global\.add\.f64\b", wide), arch
+                assert not re.search(r"\batom\.global\.cas\b", wide), arch
+
+
+def _entries(ptx: str):
+    """{kernel name: its PTX body}."""
+    return {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"\.entry (\w+)\((.*?)\n}\n", ptx, re.DOTALL)
+    }
+
+
+def test_shared_memory_atomics_are_native_or_aggregated(nvrtc_lib):
+    """Shared-memory float and 64-bit atomics are compare-and-swap spins in
+    SASS (ATOMS.CAST.SPIN): 64-bit integer bins take two native 32-bit adds,
+    float and double bins sum equal bins of the warp first (match.any); bins
+    with native atomics (32-bit integers) are not aggregated."""
+    source = _c_code.read_source(sources.KERNEL_SOURCE)
+    options = ["-arch=compute_90", *sources.module_options("int32")]
+    ptx, _ = nvrtc_lib.compile(source, "k.cu", options, _headers(), kind="ptx")
+    entries = _entries(ptx.decode(errors="replace"))
+    for inc in ("i64", "u64"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert "atom.shared.add.u32" in body and "atom.shared.add.u64" not in body, inc
+        assert "match.any" not in body, inc
+    for inc in ("f32", "f64"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert re.search(r"\bmatch\.any\.sync\.b32\b", body), inc
+        assert f"atom.shared.add.{inc}" in body, inc
+    for inc in ("c32", "c64", "i32"):
+        body = entries[f"bincount_hist_i32_{inc}"]
+        assert "atom.shared.add.u32" in body and "match.any" not in body, inc
 
 
 def test_compile_error_raises_with_the_log(nvrtc_lib):

@@ -115,6 +115,25 @@ class Driver:
         self._check(self._lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
         return ctx.value or 0
 
+    def context_key(self, ctx: int) -> int:
+        """The key of context ``ctx`` in the kernel tables (0 for none).
+
+        Its unique ID (``cuCtxGetId``, CUDA 12.0 and later: no later context
+        reuses it) with the top bit set, or, when the driver lacks the
+        function or refuses, the ``CUcontext`` pointer itself, which a
+        context created after another was destroyed may reuse.  The host C
+        code's ``bc_cuda_context_key`` (``c_code/bincount_cuda_driver.h``)
+        gives the same key.
+        """
+        if not ctx:
+            return 0
+        get_id = getattr(self._lib, "cuCtxGetId", None)
+        if get_id is not None:
+            value = ctypes.c_ulonglong()
+            if get_id(ctypes.c_void_p(ctx), ctypes.byref(value)) == 0:
+                return value.value | (1 << 63)
+        return ctx
+
     def current_device(self) -> int:
         """The device of the current context."""
         dev = ctypes.c_int()

@@ -190,7 +190,7 @@ def library() -> ctypes.CDLL:
                 _PTR, _LL, _LL, _INT,  # increments
                 _PTR, _LL, _LL, _INT, _INT, _INT,  # idx
                 _LL, _LL, _INT, _ULL,  # nrows, row_size, check_only, stream
-                _ULL, _ULL, _ULL, _LL,  # kernels
+                _ULL, _ULL, _ULL, _ULL, _ULL, _LL,  # kernels
                 _ALLOC, _RELEASE, ctypes.c_void_p, ctypes.POINTER(_Error),
             ]  # fmt: skip
             lib.bc_lib_check_aligned.restype = ctypes.c_int
@@ -375,8 +375,8 @@ def scatter_rows(cp, out, out_row: int, inc, inc_row: int, inc_elem: int, idx, n
             inc.data.ptr, inc_row, inc_elem, inc.data.device_id,
             idx_ptr, length, stride, idx_device, int(idx.dtype.kind == "i"), idx_itemsize,
             nrows, row_size, int(check_only), cp.cuda.get_current_stream().ptr,
-            kernels.context, kernels.check, kernels.add, kernels.resident_blocks,
-            _alloc, _release, call_id, ctypes.byref(err),
+            kernels.context, kernels.check, kernels.add, kernels.wide, kernels.finish,
+            kernels.resident_blocks, _alloc, _release, call_id, ctypes.byref(err),
         )  # fmt: skip
         if rc != 0:
             if err.code == CODES["HOST"] and call.error is not None:

@@ -6,7 +6,9 @@ device architecture
 (NVRTC, cached on disk) and loaded once per CUDA context; both the kernel
 layer's launcher and the host C code of the GpuBincount Op
 (:func:`c_kernel_handles`) take their kernels from here, keyed by the
-context current on the calling thread.
+context current on the calling thread (its unique ID,
+:meth:`driver.Driver.context_key`, so that a context created where a
+destroyed one was gets modules of its own).
 
 Sizing a histogram kernel's launch (:class:`Kernels`): the plan wants
 ``BC_CUDA_BLOCKS_PER_SM`` blocks resident per multiprocessor, each with its
@@ -16,6 +18,11 @@ registers may allow fewer blocks, so the share is asked of the occupancy
 calculator (``cuOccupancyAvailableDynamicSMemPerBlock``) and checked with
 ``cuOccupancyMaxActiveBlocksPerMultiprocessor``; when the blocks do not fit,
 the plan takes one block per multiprocessor fewer.
+
+A generated histogram kernel (``bincount_hist_fused_*``, the fused
+prologue of :mod:`aesara_bincount_core.gpu.fused`) is registered by name
+(:func:`register_generated_hist`) and then served like the others, from a
+module of its own (with the finish kernels), sized the same way.
 
 The kernels of the scatter-add of rows (``scatter_rows_*``, the ``"rows"``
 family: a module of their own per index dtype) use no shared memory:
@@ -29,7 +36,13 @@ from typing import Dict, Optional, Tuple
 from aesara_bincount_core.cuda import disk_cache
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
-from aesara_bincount_core.cuda.sources import CONSTANTS, THREADS, compile_module, family_of
+from aesara_bincount_core.cuda.sources import (
+    CONSTANTS,
+    THREADS,
+    compile_module,
+    family_of,
+    rows_scratch_kernels,
+)
 
 __all__ = [
     "DeviceModule",
@@ -42,6 +55,7 @@ __all__ = [
     "c_rows_kernel_handles",
     "shared_budget",
     "generated_function",
+    "register_generated_hist",
 ]
 
 
@@ -85,6 +99,9 @@ class RowsKernels:
     context, check, add : int
         ``CUcontext`` and the ``CUfunction`` handles of the checking and the
         adding kernel.
+    wide, finish : int
+        float32 only (else 0): the kernels of the float64 scratch
+        (:func:`sources.rows_scratch_kernels`).
     resident_blocks : int
         Blocks of ``add`` that run at once on the device.
     """
@@ -92,6 +109,8 @@ class RowsKernels:
     context: int
     check: int
     add: int
+    wide: int
+    finish: int
     resident_blocks: int
 
 
@@ -111,7 +130,7 @@ class DeviceModule:
     functions: Dict[str, Tuple[int, int, int]] = field(default_factory=dict)
 
 
-_modules: Dict[Tuple[int, str, str], DeviceModule] = {}
+_modules: Dict[tuple, DeviceModule] = {}
 _lock = threading.Lock()
 
 
@@ -169,26 +188,18 @@ def _load_image(drv, compile_image, what: str) -> int:
             ) from exc
 
 
-def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
-    """The kernels of ``family`` for ``x_dtype`` in the current context,
-    compiled and loaded once (``family``: a key of :data:`sources.FAMILIES`).
-
-    Raises
-    ------
-    nvrtc.NvrtcError, driver.CudaDriverError
-        No NVRTC (or one newer than the driver), no driver, a failed load
-        (after one fresh compile; the message names the cached file).
-    """
+def _device_module(key, load) -> DeviceModule:
+    """The module of ``key`` in the current context: ``load(drv, cc)`` gives
+    its handle the first time (under _lock)."""
     drv = _driver.driver()
     ctx = _current_context(drv)
-    key = (ctx, family, x_dtype)
+    key = (drv.context_key(ctx),) + key
     with _lock:
         mod = _modules.get(key)
         if mod is not None:
             return mod
         dev = drv.current_device()
-        cc = _compute_capability(drv, dev)
-        module = _load(drv, x_dtype, cc, family)
+        module = load(drv, _compute_capability(drv, dev))
         mod = DeviceModule(
             context=ctx,
             device=dev,
@@ -204,6 +215,19 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
         )
         _modules[key] = mod
         return mod
+
+
+def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
+    """The kernels of ``family`` for ``x_dtype`` in the current context,
+    compiled and loaded once (``family``: a key of :data:`sources.FAMILIES`).
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+        No NVRTC (or one newer than the driver), no driver, a failed load
+        (after one fresh compile; the message names the cached file).
+    """
+    return _device_module((family, x_dtype), lambda drv, cc: _load(drv, x_dtype, cc, family))
 
 
 def _size_hist(drv, mod: DeviceModule, func: int) -> Tuple[int, int]:
@@ -234,7 +258,7 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         drv = _driver.driver()
         func = drv.get_function(mod.module, name)
         resident, budget = 0, 0
-        if name.startswith("bincount_hist_"):
+        if name.startswith(("bincount_hist_", _FUSED_PREFIX)):
             resident, budget = _size_hist(drv, mod, func)
         elif name.startswith("scatter_rows_"):
             per_sm = drv.max_active_blocks(func, THREADS, 0)
@@ -252,13 +276,19 @@ def kernels_for(x_dtype: str, hist: str, finish: Optional[str]) -> Kernels:
         dtype of x (the module).
     hist, finish : str
         Kernel names (:class:`sources.Accumulation`); ``finish`` empty or None
-        when the accumulator is the output.
+        when the accumulator is the output.  A ``hist`` registered with
+        :func:`register_generated_hist` is taken, with ``finish``, from its
+        generated module.
 
     Raises
     ------
     nvrtc.NvrtcError, driver.CudaDriverError
     """
-    mod = device_module(x_dtype)
+    generated = _generated_hist.get(hist)
+    if generated is None:
+        mod = device_module(x_dtype)
+    else:
+        mod = _device_module(("generated", hist), lambda drv, cc: _load_generated(drv, cc, hist, *generated))
     with _lock:
         hist_func, resident, budget = _function(mod, hist)
         finish_func = _function(mod, finish)[0] if finish else 0
@@ -294,10 +324,13 @@ def rows_kernels_for(idx_dtype: str, check: str, add: str) -> RowsKernels:
     nvrtc.NvrtcError, driver.CudaDriverError
     """
     mod = device_module(idx_dtype, family_of(add))
+    wide, finish = rows_scratch_kernels(add)
     with _lock:
         check_func = _function(mod, check)[0]
         add_func, resident, _ = _function(mod, add)
-    return RowsKernels(mod.context, check_func, add_func, resident)
+        wide_func = _function(mod, wide)[0] if wide else 0
+        finish_func = _function(mod, finish)[0] if finish else 0
+    return RowsKernels(mod.context, check_func, add_func, wide_func, finish_func, resident)
 
 
 def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ...]:
@@ -306,14 +339,51 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
     Returns
     -------
     tuple of int
-        ``(context, check function, add function, resident blocks)``: the
-        fields of ``bc_rows_kernels``.
+        ``(context, check function, add function, wide function or 0,
+        finish function or 0, resident blocks)``: the fields of
+        ``bc_rows_kernels``.
     """
     k = rows_kernels_for(idx_dtype, check, add)
-    return (k.context, k.check, k.add, k.resident_blocks)
+    return (k.context, k.check, k.add, k.wide, k.finish, k.resident_blocks)
 
 
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}
+#: Prefix of the generated histogram kernels (aesara_bincount_core/gpu/fused.py).
+_FUSED_PREFIX = "bincount_hist_fused_"
+#: name -> (source, headers, options) of the generated histogram kernels.
+_generated_hist: Dict[str, Tuple[str, Dict[str, str], Tuple[str, ...]]] = {}
+
+
+def register_generated_hist(name: str, source: str, headers: Dict[str, str],
+                            options: Tuple[str, ...]) -> None:
+    """Make the generated histogram kernel ``name`` known to :func:`kernels_for`.
+
+    The fused GpuBincount Op registers its kernel when a function is made
+    (``prepare_node``); its host C code then asks :func:`c_kernel_handles`
+    for it by name like any histogram kernel, and gets it, sized by the
+    occupancy calculator, from its own module, compiled from ``source``
+    (NVRTC, the disk cache) once per architecture and loaded once per
+    context.  ``name`` starts with ``bincount_hist_fused_`` and names this
+    source alone (it carries the source's hash); the module also holds the
+    finish kernels.
+    """
+    if not name.startswith(_FUSED_PREFIX):
+        raise ValueError(f"a generated histogram kernel's name starts with {_FUSED_PREFIX}, got {name}")
+    _generated_hist[name] = (source, dict(headers), tuple(options))
+
+
+def _load_generated(drv, cc: int, name: str, source: str, headers: Dict[str, str],
+                    options: Tuple[str, ...]) -> int:
+    """Compile (or read from the disk cache) and load the generated source of
+    kernel ``name``; the module handle.  Its text is kept as ``{name}.cu``
+    (:func:`_keep_source`)."""
+    lib = nvrtc.load(drv.version)
+    module = _load_image(
+        drv, lambda refresh: nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib, refresh),
+        f"the generated kernel {name}",
+    )  # fmt: skip
+    _keep_source(name, source)
+    return module
 
 
 def _keep_source(name: str, source: str) -> None:
@@ -356,19 +426,13 @@ def generated_function(name: str, source: str, headers: Dict[str, str],
     """
     drv = _driver.driver()
     ctx = _current_context(drv)
-    key = (ctx, name)
+    key = (drv.context_key(ctx), name)
     with _lock:
         found = _generated.get(key)
         if found is not None:
             return found
         dev = drv.current_device()
-        cc = _compute_capability(drv, dev)
-        lib = nvrtc.load(drv.version)
-        module = _load_image(
-            drv, lambda refresh: nvrtc.compile_cached(source, f"{name}.cu", cc, options, headers, lib, refresh),
-            f"the generated kernel {name}",
-        )  # fmt: skip
-        _keep_source(name, source)
+        module = _load_generated(drv, _compute_capability(drv, dev), name, source, headers, options)
         func = drv.get_function(module, name)
         found = _generated[key] = (
             func, drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)

@@ -30,6 +30,7 @@ __all__ = [
     "Accumulation",
     "accumulation",
     "rows_kernels",
+    "rows_scratch_kernels",
     "header_constants",
     "module_options",
     "compile_module",
@@ -157,6 +158,15 @@ def rows_kernels(idx_dtype: str, out_dtype: str) -> Tuple[str, str]:
         raise KeyError(idx_dtype)
     i, o = DTYPES[idx_dtype][1], DTYPES[out_dtype][1]
     return f"scatter_rows_check_{i}", f"scatter_rows_add_{i}_{o}"
+
+
+def rows_scratch_kernels(add: str) -> Tuple[str, str]:
+    """The two kernels of the float64 scratch that a float32 adding kernel ``add``
+    may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_f32``;
+    ``c_code/scatter_add_cuda_kernel.cu``), or ``("", "")`` for other dtypes."""
+    if not add.endswith("_f32"):
+        return "", ""
+    return add.replace("scatter_rows_add_", "scatter_rows_wide_", 1), "scatter_rows_finish_f32"
 
 
 def family_of(kernel: str) -> str:

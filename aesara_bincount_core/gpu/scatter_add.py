@@ -59,7 +59,11 @@ class GpuScatterAdd(GpuCFileOp):
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
     runs, so float results can differ in the last bits from run to run and
-    from :func:`numpy.add.at` (which adds in index order).
+    from :func:`numpy.add.at` (which adds in index order).  float32 rows are
+    summed in a float64 scratch the size of the output and rounded once per
+    element when it fits (at most 256 MiB, at most 4 rows of the output per
+    index), else in float32 with compare-and-swap loops (the semantics page
+    says in which precision each GPU path accumulates).
 
     Errors, when the compiled function runs (the base and every shared
     variable are left unchanged, the process stays usable): ``IndexError``

@@ -223,6 +223,34 @@ def test_float32_subnormals_are_kept():
 
 
 
+@pytest.mark.parametrize("path, v, n", [("float64 scratch", 6, 300), ("compare-and-swap", 400, 60)])
+def test_float32_rows_paths(path, v, n):
+    """float32 rows go through a float64 scratch when the output has at most
+    BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX rows per index (check and fill, adds,
+    finish: 3 launches, one wait), else through the batched compare-and-swap
+    (2 launches).  Either way: np.add.at within the float bound, a hot row,
+    subnormals kept, -0.0 rows that receive only -0.0 stay -0.0, untouched
+    rows (NaN among them) unchanged."""
+    case = rows_case(GPU, "inplace", "float32", 2, "float32", 2, "int32")
+    rng = np.random.default_rng(v)
+    d = 40  # a tile's columns beyond the row end are masked off
+    base = rng.standard_normal((v, d)).astype("float32")
+    base[0], base[1], base[v - 1, :3] = -0.0, 1e-39, np.nan
+    idx = np.where(rng.random(n) < 0.7, 2, rng.integers(2, v - 1, n)).astype("int32")  # hot row 2
+    idx[:4] = [0, 0, 1, 1]
+    inc = rng.standard_normal((n, d)).astype("float32")
+    inc[:2], inc[2:4] = -0.0, 1e-40  # row 0: -0.0 only; row 1: subnormals
+    before = counts() if EMULATED else None
+    got = case.run(base, inc, idx)
+    assert_same_rows(got, base, inc, idx, path)
+    assert np.signbit(got[0]).all() and (got[0] == 0).all()
+    np.testing.assert_array_equal(got[1], np.float32(1e-39) + np.float32(1e-40) + np.float32(1e-40))
+    np.testing.assert_array_equal(got[v - 1], base[v - 1])
+    if EMULATED:
+        launches, syncs = (counts() - before)[:2]
+        assert (launches, syncs) == ((3, 1) if path == "float64 scratch" else (2, 1))
+
+
 @pytest.mark.parametrize("form,dtype", [("base", "float32"), ("inplace", "float64")])
 @pytest.mark.parametrize("d", [1, 3, 40])
 def test_signed_zeros_as_np_add_at(form, dtype, d):
@@ -407,3 +435,28 @@ def test_two_devices_each_with_its_kernels_and_a_base_on_another_device():
     with pytest.raises(ValueError, match="lives on device 1, but the current device is 0"):
         f1()  # called on device 0
     np.testing.assert_array_equal(W1.get_value(), expected)
+
+
+@needs_emulation
+@pytest.mark.parametrize("with_id", [True, False])
+def test_a_context_made_where_a_destroyed_one_was_gets_kernels_of_its_own(with_id, monkeypatch):
+    """The kernel tables (the host code's, modules.py's) are keyed by
+    cuCtxGetId, not by the CUcontext pointer, which a new context may reuse:
+    after the fake driver replaces the context at the same address, both Ops
+    load their kernels again (they used to launch the old context's:
+    CUDA_ERROR_INVALID_HANDLE).  A driver without the call (FAKE_CUDA_NO_CTX_ID)
+    keys them by the pointer, as before."""
+    if not with_id:
+        monkeypatch.setenv("FAKE_CUDA_NO_CTX_ID", "1")
+    W = gpu.shared(np.zeros((4, 3), dtype="float32"), name="W")
+    I = gpu.shared(np.array([0, 3, 3]), name="I")
+    f = aesara.function([], at.bincount(I), updates={W: at.inc_subtensor(W[I], 1.0)})
+    ops = {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
+    assert {"GpuBincount", "GpuScatterAdd"} <= ops, ops
+    rounds = 2 if with_id else 1
+    for r in range(rounds):
+        if r:
+            driver().fake_cuda_replace_context(0)
+        np.testing.assert_array_equal(np.asarray(f()), [1, 0, 0, 2])
+    want = expected_rows(np.zeros((4, 3), "float32"), np.ones(1), [0, 3, 3] * rounds)
+    np.testing.assert_array_equal(GPU.get(W), want)

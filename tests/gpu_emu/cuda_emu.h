@@ -19,8 +19,12 @@
  * some lanes of a warp, or __syncthreads() from only some threads of a
  * block (undefined behaviour on a GPU), leaves every fiber of the block
  * waiting: the emulation then aborts at once, naming it ("cuda_emu:
- * deadlock").  Warp intrinsics insist on the full-warp mask, which is all
- * the kernels use.
+ * deadlock").  Warp intrinsics insist on the full-warp mask, or on the
+ * calling lane alone: __activemask() returns the calling lane's bit (a
+ * device may find any subset of the warp converged, the lane itself at
+ * least; the lanes of a warp do not run in step here), so code that
+ * aggregates over __activemask() runs with groups of one lane, and the
+ * aggregation itself is checked with full masks (emu_selftest.cc).
  *
  * Atomics are GCC __atomic builtins; dynamic shared memory is filled with
  * garbage before each block starts, so a kernel that forgets to zero it is
@@ -389,10 +393,15 @@ template <typename T> inline T from_bits(unsigned long long b)
     return v;
 }
 
-inline void check_mask(unsigned mask)
+/* Whether a warp intrinsic's mask names the calling lane alone (then it
+ * needs no barrier); aborts unless it is that or the full warp. */
+inline bool solo(unsigned mask)
 {
+    if (mask == 1u << (self.thread.x & 31u))
+        return true;
     if (mask != 0xffffffffu)
         die("warp intrinsic with a partial mask");
+    return false;
 }
 
 /* Whether p lies in the calling block's dynamic shared memory. */
@@ -502,9 +511,18 @@ inline float __uint_as_float(unsigned int v)
     return emu::from_bits<float>(v);
 }
 
+inline long long __double_as_longlong(double v)
+{
+    return emu::from_bits<long long>(emu::to_bits(v));
+}
+
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
 {
-    emu::check_mask(mask);
+    if (emu::solo(mask)) {
+        if ((unsigned)(src & 31) != emu::lane())
+            emu::die("shuffle from a lane outside the mask");
+        return v;
+    }
     emu::warp_state &w = emu::warp();
     w.slots[emu::lane()] = emu::to_bits(v);
     emu::warp_sync();
@@ -518,17 +536,57 @@ template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask
     return __shfl_sync(mask, v, (int)(emu::lane() ^ (unsigned)lane_mask));
 }
 
+/* The bits of the lanes of `mask` whose value `v` satisfies keep(own, theirs). */
+template <typename T, typename F> inline unsigned warp_select(unsigned mask, T v, F keep)
+{
+    if (emu::solo(mask))
+        return keep(v, v) ? mask : 0u;
+    emu::warp_state &w = emu::warp();
+    w.slots[emu::lane()] = emu::to_bits(v);
+    emu::warp_sync();
+    unsigned bits = 0;
+    for (int i = 0; i < 32; i++)
+        bits |= keep(v, emu::from_bits<T>(w.slots[i])) ? 1u << i : 0u;
+    emu::warp_sync();
+    return bits;
+}
+
+inline unsigned __ballot_sync(unsigned mask, int predicate)
+{
+    return warp_select(mask, predicate ? 1 : 0, [](int, int theirs) { return theirs != 0; });
+}
+
 inline int __all_sync(unsigned mask, int predicate)
 {
-    emu::check_mask(mask);
-    emu::warp_state &w = emu::warp();
-    w.slots[emu::lane()] = predicate ? 1 : 0;
-    emu::warp_sync();
-    int all = 1;
-    for (int i = 0; i < 32; i++)
-        all &= (int)w.slots[i];
-    emu::warp_sync();
-    return all;
+    return __ballot_sync(mask, predicate) == mask;
+}
+
+inline int __any_sync(unsigned mask, int predicate)
+{
+    return __ballot_sync(mask, predicate) != 0u;
+}
+
+/* The lanes of `mask` whose v equals the caller's (32- or 64-bit v). */
+template <typename T> inline unsigned __match_any_sync(unsigned mask, T v)
+{
+    static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
+                  "__match_any_sync on 32- or 64-bit integers");
+    return warp_select(mask, v, [](T own, T theirs) { return own == theirs; });
+}
+
+inline unsigned __activemask()
+{
+    return 1u << emu::lane();
+}
+
+inline int __popc(unsigned v)
+{
+    return __builtin_popcount(v);
+}
+
+inline int __ffs(int v)
+{
+    return __builtin_ffs(v);
 }
 
 template <typename T> inline T atomicAdd(T *p, T v)

@@ -32,14 +32,23 @@
  * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
  * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
  *
- * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>): the kernel
+ * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>, and the fused
+ * histogram kernels of GpuFusedBincount, bincount_hist_fused_<x>_<inc>_<hash>,
+ * which take dynamic shared memory and the occupancy calls as the built-in
+ * histogram kernels do): the kernel
  * layer keeps each generated source in its cache folder
  * ($AESARA_BINCOUNT_CACHE/<name>.cu); cuModuleGetFunction compiles it for the
  * host with generated_emu.cc (g++, cached there by name and by this
  * library's build), dlopens it and launches it from cuLaunchKernel.
  *
+ * Contexts have IDs (cuCtxGetId, unless FAKE_CUDA_NO_CTX_ID is set, when
+ * it fails as on a driver older than CUDA 12.0).  fake_cuda_replace_context
+ * stands for a context destroyed and another created at the same address:
+ * the pointer stays, the ID changes, and the functions got in the old one
+ * fail to launch (CUDA_ERROR_INVALID_HANDLE) until they are got again.
+ *
  * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
- * held synchronizations, load counts.
+ * held synchronizations, load counts, context replacement.
  *
  * Test code only (C++20, g++).
  */
@@ -98,6 +107,7 @@ int dtype_size(const std::string &name)
     H(XN, c32) H(XN, c64) H(XN, i8) H(XN, i16) H(XN, i32) H(XN, i64) H(XN, u8) H(XN, u16)     \
         H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64)                                           \
             {"scatter_rows_check_" #XN, (void *)&scatter_rows_check_##XN, 2},                 \
+            {"scatter_rows_wide_" #XN "_f32", (void *)&scatter_rows_wide_##XN##_f32, 2},      \
         R(XN, i8) R(XN, i16) R(XN, i32) R(XN, i64) R(XN, u8) R(XN, u16) R(XN, u32)            \
             R(XN, u64) R(XN, f32) R(XN, f64)
 
@@ -108,6 +118,7 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
     {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
+    {"scatter_rows_finish_f32", (void *)&scatter_rows_finish_f32, 2},
 };
 #undef H
 #undef R
@@ -118,9 +129,11 @@ constexpr int N_KERNELS = sizeof(kernels) / sizeof(kernels[0]);
 struct function_entry {
     const kernel_entry *kernel;
     int device;
+    unsigned long long context_id; /* of the context it was got in */
 };
 struct context_entry {
     int device;
+    unsigned long long id;
 };
 struct module_entry {
     int device;
@@ -136,6 +149,7 @@ struct generated_entry {
     std::string name;
     void (*run)(void **params, unsigned blocks, unsigned threads, size_t shared);
     int device;
+    bool hist; /* a fused histogram kernel */
 };
 std::deque<generated_entry> generated; /* stable addresses: the handles */
 
@@ -179,9 +193,10 @@ void make_tables()
         return;
     for (int d = 0; d < MAX_DEVICES; d++) {
         contexts[d].device = d;
+        contexts[d].id = (unsigned long long)d + 1;
         modules[d].device = d;
         for (int i = 0; i < N_KERNELS; i++)
-            functions[d][i] = {&kernels[i], d};
+            functions[d][i] = {&kernels[i], d, 0};
     }
     tables_ready = true;
 }
@@ -245,6 +260,16 @@ const generated_entry *as_generated(void *func)
     return nullptr;
 }
 
+/* A histogram kernel: built in, or a generated fused one. */
+bool is_hist_function(void *func)
+{
+    if (as_function(func) != nullptr)
+        return true;
+    std::lock_guard<std::mutex> g(lock);
+    const generated_entry *e = as_generated(func);
+    return e != nullptr && e->hist;
+}
+
 /* The generated kernel `name` for `device`: its source compiled for the host
  * (once) and loaded; nullptr when there is none or it does not build.
  * Called under `lock`. */
@@ -275,7 +300,8 @@ const generated_entry *load_generated(const char *name, int device)
     void *run = handle ? dlsym(handle, "bc_emu_launch") : nullptr;
     if (run == nullptr)
         return nullptr;
-    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device});
+    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device,
+                         std::strncmp(name, "bincount_hist_fused_", 20) == 0});
     return &generated.back();
 }
 
@@ -332,6 +358,15 @@ void fake_cuda_fail_after(int which, int code, int skip)
     fail_call = which;
     fail_code = code;
     fail_skip = skip;
+}
+
+/* Test API: device `device`'s context destroyed and another created at the
+ * same address (a new ID; functions got before fail to launch). */
+void fake_cuda_replace_context(int device)
+{
+    make_tables();
+    std::lock_guard<std::mutex> g(lock);
+    contexts[device].id += 1000;
 }
 
 /* Test API: the calling thread's current device (its context). */
@@ -441,6 +476,17 @@ CUresult cuCtxGetCurrent(void **ctx)
     return OK;
 }
 
+CUresult cuCtxGetId(void *ctx, unsigned long long *id)
+{
+    const context_entry *c = (const context_entry *)ctx;
+    if (env_int("FAKE_CUDA_NO_CTX_ID", 0))
+        return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    if (c < &contexts[0] || c >= &contexts[MAX_DEVICES])
+        return ERR_INVALID_CONTEXT;
+    *id = c->id;
+    return OK;
+}
+
 CUresult cuCtxGetDevice(int *dev)
 {
     *dev = current_device;
@@ -499,11 +545,14 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
         return ERR_INVALID_VALUE;
     for (int i = 0; i < N_KERNELS; i++) {
         if (std::strcmp(kernels[i].name, name) == 0) {
-            *func = &functions[m->device][i];
+            function_entry *f = &functions[m->device][i];
+            __atomic_store_n(&f->context_id, contexts[m->device].id, __ATOMIC_RELAXED);
+            *func = f;
             return OK;
         }
     }
-    if (std::strncmp(name, "bc_elemwise_", 12) == 0) {
+    if (std::strncmp(name, "bc_elemwise_", 12) == 0 ||
+        std::strncmp(name, "bincount_hist_fused_", 20) == 0) {
         std::lock_guard<std::mutex> g(lock);
         const generated_entry *e = load_generated(name, m->device);
         if (e != nullptr) {
@@ -516,7 +565,7 @@ CUresult cuModuleGetFunction(void **func, void *module, const char *name)
 
 CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 {
-    if (attribute != 8 || as_function(func) == nullptr) /* only the dynamic shared memory limit */
+    if (attribute != 8 || !is_hist_function(func)) /* only the dynamic shared memory limit */
         return ERR_INVALID_VALUE;
     if (value < 0 || value > shared_optin())
         return ERR_INVALID_VALUE;
@@ -528,7 +577,7 @@ CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, int threads,
                                                      size_t shared)
 {
-    if (as_function(func) == nullptr || threads <= 0)
+    if (!is_hist_function(func) || threads <= 0)
         return ERR_INVALID_VALUE;
     {
         /* A block asking more than the function is allowed cannot run at all. */
@@ -547,7 +596,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, in
 CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *func, int blocks,
                                                  int threads)
 {
-    if (as_function(func) == nullptr || blocks <= 0 || threads <= 0)
+    if (!is_hist_function(func) || blocks <= 0 || threads <= 0)
         return ERR_INVALID_VALUE;
     long long avail = 0;
     if (resident_blocks(threads, 0) >= blocks) {
@@ -580,18 +629,26 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         if (e->device != current_device)
             return ERR_INVALID_HANDLE;
         if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx % 32 != 0 || bx > 1024 || by != 1 ||
-            bz != 1 || shared != 0)
+            bz != 1 || (shared != 0 && !e->hist) || (e->hist && bx != BC_CUDA_THREADS))
             return ERR_INVALID_VALUE;
         {
             std::lock_guard<std::mutex> g(lock);
+            if (e->hist) {
+                auto it = max_dynamic_shared.find(func);
+                if ((int)shared > (it == max_dynamic_shared.end() ? 48 * 1024 : it->second))
+                    return ERR_INVALID_VALUE;
+            }
             counters[0]++;
         }
         e->run(params, gx, bx, shared);
+        if (emu::misaligned.exchange(false))
+            sticky.store(ERR_MISALIGNED_ADDRESS);
         return OK;
     }
     if (f == nullptr || params == nullptr || extra != nullptr)
         return ERR_INVALID_VALUE;
-    if (f->device != current_device)
+    if (f->device != current_device ||
+        __atomic_load_n(&f->context_id, __ATOMIC_RELAXED) != contexts[current_device].id)
         return ERR_INVALID_HANDLE; /* a function of another context */
     if (gx == 0 || gy != 1 || gz != 1 || bx != BC_CUDA_THREADS || by != 1 || bz != 1)
         return ERR_INVALID_VALUE;

@@ -1,6 +1,8 @@
 /*
  * generated_emu.cc -- wraps one generated CUDA source (a GpuElemwise kernel,
- * c_code/elemwise_cuda_kernel.cu with the scalar code of one node) for the
+ * c_code/elemwise_cuda_kernel.cu with the scalar code of one node, or a
+ * fused histogram kernel of GpuFusedBincount, c_code/bincount_cuda_kernel.cu
+ * with the generated bc_fused_weight) for the
  * emulation: fake_libcuda.cc compiles it with the host compiler, with
  * -DBC_EMU_SOURCE=<path of the .cu> (the copy the kernel layer keeps in its
  * cache, aesara_bincount_core/cuda/modules.py:generated_function), into a
@@ -13,7 +15,27 @@
 
 #include BC_EMU_SOURCE
 
+#ifdef BC_FUSED_NAME
+/* A fused histogram kernel takes two parameters; the emulation launches
+ * kernels of one, so it runs this wrapper of the pair. */
+struct bc_emu_fused_args {
+    bc_hist_params p;
+    bc_fused_params f;
+};
+static void bc_emu_fused(const bc_emu_fused_args a)
+{
+    BC_FUSED_NAME(a.p, a.f);
+}
+
+extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
+{
+    const bc_emu_fused_args a = {*(const bc_hist_params *)params[0],
+                                 *(const bc_fused_params *)params[1]};
+    emu::launch(&bc_emu_fused, a, blocks, threads, shared);
+}
+#else
 extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
 {
     emu::launch(&BC_EW_NAME, *(const bc_ew_params *)params[0], blocks, threads, shared);
 }
+#endif
