@@ -54,7 +54,7 @@ def compiled(nvrtc_lib):
 
 
 def _headers():
-    return {h: _c_code.read_source(h) for h in (sources.KERNEL_HEADER, sources.DEVICE_HEADER)}
+    return {h: _c_code.read_source(h) for h in (sources.KERNEL_HEADER, sources.DEVICE_HEADER, sources.HIST_HEADER)}
 
 
 def _kernel_names(family, x_dtype):
@@ -101,7 +101,7 @@ def test_every_kernel_the_launchers_name_exists(compiled):
             assert {sources.family_of(n) for n in names} == {"rows"}
 
 
-@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER])
+@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER])
 def test_each_cuda_file_compiles_on_its_own(nvrtc_lib, name):
     """Each CUDA file, the device header included, is valid CUDA by itself
     (with every dtype instantiated: no -DBC_X_DTYPE)."""

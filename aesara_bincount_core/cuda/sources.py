@@ -21,6 +21,7 @@ __all__ = [
     "ROWS_SOURCE",
     "KERNEL_HEADER",
     "DEVICE_HEADER",
+    "HIST_HEADER",
     "FAMILIES",
     "family_of",
     "kernel_files",
@@ -43,6 +44,10 @@ KERNEL_SOURCE = "bincount_cuda_kernel.cu"
 ROWS_SOURCE = "scatter_add_cuda_kernel.cu"
 KERNEL_HEADER = "bincount_cuda.h"
 DEVICE_HEADER = "bincount_cuda_device.cuh"
+#: The templates of the histogram pass, included by KERNEL_SOURCE.
+HIST_HEADER = "bincount_cuda_hist.cuh"
+#: Headers of each family's source besides KERNEL_HEADER and DEVICE_HEADER.
+FAMILY_HEADERS = {"hist": (HIST_HEADER,), "rows": ()}
 #: Kernel family -> its source file.  A module holds the kernels of one
 #: family for one dtype of x (or of the indices), so a call compiles only
 #: its own family.
@@ -176,8 +181,9 @@ def family_of(kernel: str) -> str:
 
 def kernel_files(family: str) -> Tuple[str, ...]:
     """The CUDA files of a family's module besides ``bincount_cuda.h``: its
-    source and the device header (what an Op hashes into its cache version)."""
-    return (FAMILIES[family], DEVICE_HEADER)
+    source, its own headers and the device header (what an Op hashes into
+    its cache version)."""
+    return (FAMILIES[family],) + FAMILY_HEADERS[family] + (DEVICE_HEADER,)
 
 
 def module_options(x_dtype: str) -> Tuple[str, ...]:
@@ -226,7 +232,7 @@ def compile_module(
         source,
         cc,
         module_options(x_dtype),
-        headers={h: _c_code.read_source(h) for h in (KERNEL_HEADER, DEVICE_HEADER)},
+        headers={h: _c_code.read_source(h) for h in (KERNEL_HEADER,) + kernel_files(family)[1:]},
         nvrtc=nvrtc_lib,
         refresh=refresh,
     )

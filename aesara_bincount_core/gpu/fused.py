@@ -35,7 +35,13 @@ from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 __all__ = ["GpuFusedBincount", "KERNEL_FILES", "MAX_ARGS"]
 
 #: What a generated source includes (hashed into the kernel's name).
-KERNEL_FILES = (sources.KERNEL_SOURCE, sources.DEVICE_HEADER, sources.KERNEL_HEADER, scalar_codegen.CUDA_PREAMBLE)
+KERNEL_FILES = (
+    sources.KERNEL_SOURCE,
+    sources.HIST_HEADER,
+    sources.DEVICE_HEADER,
+    sources.KERNEL_HEADER,
+    scalar_codegen.CUDA_PREAMBLE,
+)
 #: Most inputs of the weights' scalar graph (``BC_CUDA_FUSED_MAX_ARGS``).
 MAX_ARGS = sources.CONSTANTS["FUSED_MAX_ARGS"]
 #: As GpuElemwise's: no contraction into fused multiply-adds, so that the
