@@ -90,8 +90,10 @@ def interleaved_times(
     the candidates named in ``one_thread``, by the CPU time of the calling
     thread (``time.thread_time_ns``), which leaves out the time the thread
     waited for a core while other jobs ran.  The calls alternate between the
-    candidates one by one (A B C A B C ...), so that a drift of the machine
-    falls on all of them alike.  A figure is the best, over ``rounds`` rounds,
+    candidates one by one, the order rotated by one each time round
+    (A B C, B C A, C A B, ...), so that a drift of the machine falls on all
+    of them alike and no candidate always runs after the same one (a call
+    that frees a large array changes what the next one pays to allocate it).  A figure is the best, over ``rounds`` rounds,
     of the round's median: a burst of load spoils a round, not the figure.
 
     Parameters
@@ -127,13 +129,15 @@ def interleaved_times(
         raise ValueError(f"interleaved_times: one_thread names unknown candidates {sorted(unknown)}")
     if not calls:
         calls = min(repeats_for(fn, budget_s) for fn in fns.values())
+    names = list(fns)
     wall = {k: float("inf") for k in fns}
     cpu = {k: float("inf") for k in fns if k in one_thread}
     for _ in range(rounds):
         w: Dict[str, List[int]] = {k: [] for k in fns}
         c: Dict[str, List[int]] = {k: [] for k in cpu}
-        for _ in range(calls):
-            for name, fn in fns.items():
+        for j in range(calls):
+            for name in names[j % len(names):] + names[: j % len(names)]:
+                fn = fns[name]
                 t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 fn()
                 c1, t1 = time.thread_time_ns(), time.perf_counter_ns()

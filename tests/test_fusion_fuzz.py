@@ -109,8 +109,10 @@ def weight_graphs(draw, ins):
 
 
 @st.composite
-def cases(draw):
-    ins = _inputs()
+def cases(draw, make_inputs=_inputs):
+    """(inputs, outputs, size, seed, openmp); ``make_inputs()`` gives the input
+    variables by name (tests/gpu/test_cuda_fused_fuzz.py: GPU vectors)."""
+    ins = make_inputs()
     texts = []
 
     def xg():
