@@ -19,13 +19,14 @@ from typing import List, Optional, Tuple
 import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Constant, Variable, clone_replace
-from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from aesara.graph.rewriting.basic import in2out, node_rewriter
 from aesara.graph.rewriting.db import SequenceDB
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import get_scalar_constant_value
 from aesara.tensor.elemwise import DimShuffle, Elemwise
 from aesara.tensor.exceptions import NotScalarConstantError
 
+from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.fused import FusedBincount, scalar_problem
 from aesara_bincount_core.op import Bincount
 
@@ -44,9 +45,16 @@ def _scalar_input(v: Variable):
             value = np.asarray(get_scalar_constant_value(v), dtype=v.type.dtype)
         except NotScalarConstantError:
             return None
-        # A literal only for a finite value with its sign bit clear: Aesara's
-        # scalar code writes "(-y)", which a literal -3 turns into "--3".
-        if np.isfinite(value) and not np.signbit(value):
+        # A literal (Aesara writes str(value) into the C code) only where C
+        # reads it as the same value of the same type: a non-negative int32
+        # (Aesara's scalar code writes "(-y)", which a literal -3 turns into
+        # "--3"; larger ones would change type or signedness) or a finite
+        # non-negative float64 (its repr is exact).  Anything else, float32 in
+        # particular ("0.1" is a double: float32 v * 0.1 would be computed in
+        # double, and 0.1f > 0.1), is a 0-d input of the fused node.
+        small_int = value.dtype.kind in "iu" and 0 <= int(value) < 2**31
+        plain_double = value.dtype == np.float64 and np.isfinite(value) and not np.signbit(value)
+        if value.dtype.kind == "b" or small_int or plain_double:
             return aes.constant(value.item(), dtype=v.type.dtype)
         return v.dimshuffle()
     if v.owner is not None and isinstance(v.owner.op, DimShuffle):
@@ -158,10 +166,7 @@ def local_bincount_fusion(fgraph, node):
     )
     out = op(*x_ins, n, *w_ins)
     old = node.outputs[0]
-    if out.type != old.type:
-        out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
-    return [out]
+    return replacement_for(old, out)
 
 
 #: The passes of ``bincount_fusion``: this CPU one, and the GPU one that

@@ -269,9 +269,15 @@ def local_bincount(fgraph, node):
         # the types that follow from it, by BincountEarlyRewriter.
         return False
     old = node.outputs[0]
-    out = _bincount_of(match, old)
+    return replacement_for(old, _bincount_of(match, old))
+
+
+def replacement_for(old: Variable, out: Variable) -> list:
+    """A node rewriter's answer: ``[out]`` of ``old``'s type (converted where the
+    types differ only in what is known statically), with ``old``'s stack trace."""
     if out.type != old.type:
         out = old.type.filter_variable(out, allow_convert=True)
+    copy_stack_trace(old, out)
     return [out]
 
 

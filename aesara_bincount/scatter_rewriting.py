@@ -46,7 +46,7 @@ from aesara.tensor.extra_ops import BroadcastTo
 from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
-from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount
+from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount, replacement_for
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.semantics import OUT_DTYPES
@@ -181,10 +181,7 @@ def local_scatter_add(fgraph, node):
         return False
     old = node.outputs[0]
     out = ScatterAdd(match.onto)(*match.inputs())
-    if out.type != old.type:
-        out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
-    return [out]
+    return replacement_for(old, out)
 
 
 @node_rewriter([ScatterAdd, GpuScatterAdd], inplace=True)

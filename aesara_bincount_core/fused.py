@@ -14,13 +14,13 @@ import numpy as np
 from aesara.gradient import DisconnectedType, grad
 from aesara.graph.basic import Apply
 from aesara.scalar import basic as aes
-from aesara.tensor.basic import as_tensor_variable, cast
+from aesara.tensor.basic import as_tensor_variable
 from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.shape import Shape_i
 from aesara.tensor.type import TensorType
 
 from aesara_bincount_core import scalar_codegen
-from aesara_bincount_core.op import Bincount, _constant_int
+from aesara_bincount_core.op import Bincount, _as_length, _constant_int
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 
 __all__ = ["FusedBincount", "scalar_problem"]
@@ -181,10 +181,7 @@ class FusedBincount(Bincount):
         x_dtype = self._check_group(name, "x", self.x_op, x_ins)
         if x_dtype not in INDEX_DTYPES:
             raise TypeError(f"{name}: x must have an integer dtype, got {x_dtype}")
-        if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"{name}: n must be an integer scalar, got {n.type}")
-        if n.type.dtype != "int64":
-            n = cast(n, "int64")
+        n = _as_length(n, name)
         out_dtype = self.out_dtype or x_dtype
         if self.weighted:
             w_dtype = self._check_group(name, "weights", self.w_op, w_ins)

@@ -148,11 +148,7 @@ class Bincount(OpenMPCFileOp):
             raise TypeError(f"{name}: x must be a 1-D tensor, got {x.type.ndim} dimensions")
         if x.type.dtype not in INDEX_DTYPES:
             raise TypeError(f"{name}: x must have an integer dtype, got {x.type.dtype}")
-        n = as_tensor_variable(n)
-        if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"{name}: n must be an integer scalar, got {n.type}")
-        if n.type.dtype != "int64":
-            n = cast(n, "int64")
+        n = _as_length(n, name)
         inputs = [x, n]
         out_dtype = self.out_dtype
         if weights is not None:
@@ -262,6 +258,20 @@ def performs_cleanly(node) -> bool:
     except (ValueError, IndexError, MemoryError):
         return False
     return True
+
+
+def _as_length(n, name: str):
+    """The length input ``n`` of a bincount Op as an int64 scalar variable.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not an integer scalar (``name`` is the Op's, for the message).
+    """
+    n = as_tensor_variable(n)
+    if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
+        raise TypeError(f"{name}: n must be an integer scalar, got {n.type}")
+    return n if n.type.dtype == "int64" else cast(n, "int64")
 
 
 def _constant_int(v) -> Optional[int]:

@@ -146,6 +146,22 @@
 #define BC_TRACK(mk, v) (void)0
 #endif
 
+/* Add the eight elements i .. i + 7 of x (range already checked) into the
+ * histograms a, b, c, d in turn (a, b, c, d, a, b, c, d): four copies break
+ * the chains of updates of one bin (bincount_cpu_weighted.h); the same
+ * histogram four times is the plain unrolled loop. */
+#define BC_ADD_GROUP8(a, b, c, d, i)                                                       \
+    do {                                                                                  \
+        (a)[(npy_intp)x[(i)]] += BC_INC(i);                                               \
+        (b)[(npy_intp)x[(i) + 1]] += BC_INC((i) + 1);                                     \
+        (c)[(npy_intp)x[(i) + 2]] += BC_INC((i) + 2);                                     \
+        (d)[(npy_intp)x[(i) + 3]] += BC_INC((i) + 3);                                     \
+        (a)[(npy_intp)x[(i) + 4]] += BC_INC((i) + 4);                                     \
+        (b)[(npy_intp)x[(i) + 5]] += BC_INC((i) + 5);                                     \
+        (c)[(npy_intp)x[(i) + 6]] += BC_INC((i) + 6);                                     \
+        (d)[(npy_intp)x[(i) + 7]] += BC_INC((i) + 7);                                     \
+    } while (0)
+
 /* Status of a histogram, shared through the call context. */
 #define BC_OK 0
 #define BC_RANGE 1 /* a value out of range: scan again for the message */

@@ -91,14 +91,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_far)(BC_HIST *h, const BC_X_T *BC_R
                 else
                     v256 = _mm256_max_epu32(v256, _mm256_loadu_si256((const __m256i *)(x + i)));
             }
-            h0[(npy_intp)x[i]] += BC_INC(i);
-            h0[(npy_intp)x[i + 1]] += BC_INC(i + 1);
-            h0[(npy_intp)x[i + 2]] += BC_INC(i + 2);
-            h0[(npy_intp)x[i + 3]] += BC_INC(i + 3);
-            h0[(npy_intp)x[i + 4]] += BC_INC(i + 4);
-            h0[(npy_intp)x[i + 5]] += BC_INC(i + 5);
-            h0[(npy_intp)x[i + 6]] += BC_INC(i + 6);
-            h0[(npy_intp)x[i + 7]] += BC_INC(i + 7);
+            BC_ADD_GROUP8(h0, h0, h0, h0, i);
         }
         if (BC_WEIGHTED) {
 #if defined(__AVX512F__)

@@ -199,14 +199,7 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast_w)(BC_ACC_T *BC_RESTRICT out, npy_in
             for (j = 0; j < 8; j++)
                 mx = (npy_uint64)x[i + j] > mx ? (npy_uint64)x[i + j] : mx;
         }
-        out[(npy_intp)x[i]] += BC_INC(i);
-        out[(npy_intp)x[i + 1]] += BC_INC(i + 1);
-        out[(npy_intp)x[i + 2]] += BC_INC(i + 2);
-        out[(npy_intp)x[i + 3]] += BC_INC(i + 3);
-        out[(npy_intp)x[i + 4]] += BC_INC(i + 4);
-        out[(npy_intp)x[i + 5]] += BC_INC(i + 5);
-        out[(npy_intp)x[i + 6]] += BC_INC(i + 6);
-        out[(npy_intp)x[i + 7]] += BC_INC(i + 7);
+        BC_ADD_GROUP8(out, out, out, out, i);
     }
 #if defined(__AVX512F__)
     {

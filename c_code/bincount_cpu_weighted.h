@@ -83,14 +83,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_simd)(BC_HIST *h, const BC_X_T *BC_
             h3[(npy_intp)x[i + 7]] += (BC_H_T)_mm_cvtsd_f64(_mm_unpackhi_pd(w67, w67));
             continue;
         }
-        h0[(npy_intp)x[i]] += BC_INC(i);
-        h1[(npy_intp)x[i + 1]] += BC_INC(i + 1);
-        h2[(npy_intp)x[i + 2]] += BC_INC(i + 2);
-        h3[(npy_intp)x[i + 3]] += BC_INC(i + 3);
-        h0[(npy_intp)x[i + 4]] += BC_INC(i + 4);
-        h1[(npy_intp)x[i + 5]] += BC_INC(i + 5);
-        h2[(npy_intp)x[i + 6]] += BC_INC(i + 6);
-        h3[(npy_intp)x[i + 7]] += BC_INC(i + 7);
+        BC_ADD_GROUP8(h0, h1, h2, h3, i);
     }
     _mm256_storeu_si256((__m256i *)lanes, _mm256_max_epu32(m0, m1));
     for (k = 0; k < 8; k++)

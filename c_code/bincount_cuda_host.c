@@ -303,7 +303,8 @@ int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyOb
             PyArrayObject *a = (PyArrayObject *)ins[i];
             if (PyArray_SIZE(a) != 1 || PyArray_ITEMSIZE(a) != itemsizes[i]) {
                 PyErr_Format(PyExc_ValueError,
-                             "GpuBincount: a host input of the %s is not one value", what);
+                             "GpuFusedBincount: a host input of the elementwise %s is not one value",
+                             what);
                 return -1;
             }
             memcpy(&f.data[i], PyArray_DATA(a), (size_t)itemsizes[i]);
@@ -319,10 +320,8 @@ int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyOb
                 device[g] = a->device;
             /* The graph's length: that of its arrays, where 1 broadcasts. */
             if (a->length != 1 && length[g] != -1 && a->length != length[g]) {
-                PyErr_Format(PyExc_ValueError,
-                             "GpuBincount: the inputs of the %s do not broadcast: lengths %lld "
-                             "and %lld",
-                             what, length[g], a->length);
+                PyErr_Format(PyExc_ValueError, BC_MSG_FUSED_LENGTH, what, length[g],
+                             a->length);
                 return -1;
             }
             if (a->length != 1)

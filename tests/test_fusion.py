@@ -140,6 +140,39 @@ def test_top_of_dtype_computed_values():
     _assert_same_outcome(fused, unfused, np.array([1], np.uint8), np.array([2**62 - 1]))
 
 
+def test_constants_keep_their_dtype():
+    """float32 constants (0.1, the smallest subnormal, near the top) and a uint64
+    one above 2**63 are what NumPy and the unfused graph take, bit for bit: one
+    weight per bin, so no sum order blurs a rounding; comparisons with 0.1f."""
+    x, v = at.lvector("x"), at.vector("v", dtype="float32")
+    u = at.vector("u", dtype="uint64")
+    tiny, c = np.float32(1e-45), np.float32(0.1)
+    outs = [
+        bincount(x, weights=v * c),
+        bincount(x, weights=v * tiny * np.float32(3)),
+        bincount(x, weights=v * np.float32(3.4e38)),
+        bincount(at.cast(v > c, "int64")),
+        bincount(at.cast(u // np.uint64(2**63 + 1), "int64")),
+    ]
+    fused, unfused = _both([x, v, u], outs)
+    assert _ops(fused).count(FusedBincount) == len(outs), _ops(fused)
+    rng = np.random.default_rng(5)
+    n = 2000
+    vv = rng.standard_normal(n).astype("float32")
+    vv[:3] = [0.1, -0.0, 0.64]
+    uu = np.array([2**64 - 1, 2**63 + 1, 2**63, 5] * (n // 4), dtype="uint64")
+    got, want = fused(np.arange(n), vv, uu), unfused(np.arange(n), vv, uu)
+    with np.errstate(over="ignore"):
+        numpy_weights = [vv * c, None, vv * np.float32(3.4e38)]  # Aesara orders v * tiny * 3 its way
+    for g, w, ref in zip(got, want, numpy_weights):
+        np.testing.assert_array_equal(g, w)
+        if ref is not None:
+            np.testing.assert_array_equal(g, np.bincount(np.arange(n), weights=ref).astype("float32"))
+    np.testing.assert_array_equal(got[3], np.bincount((vv > c).astype("int64")))
+    np.testing.assert_array_equal(got[4], np.bincount((uu // np.uint64(2**63 + 1)).astype("int64")))
+    np.testing.assert_array_equal(got[3], want[3])
+
+
 def test_scatter_add_onto_zeros_is_fused():
     """inc_subtensor(zeros(n)[idx + k], w * s): negative indices wrap, bad ones raise."""
     idx, w, s = at.lvector("idx"), at.dvector("w"), at.dscalar("s")

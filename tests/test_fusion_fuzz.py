@@ -88,7 +88,8 @@ def weight_graphs(draw, ins):
         op = draw(st.sampled_from(["add", "sub", "mul", "div", "max", "min", "neg", "abs", "exp", "f32"]))
         other_name = draw(st.sampled_from(leaves + ["const"]))
         if other_name == "const":
-            other = np.float64(draw(st.sampled_from([-0.0, 0.5, 3.0, -2.25])))
+            other = draw(st.sampled_from([np.float64(-0.0), np.float64(0.5), np.float64(3.0), np.float64(-2.25),
+                                          np.float32(0.1), np.float32(1e-45)]))
             other_text = f"{other!r}"
         else:
             other, other_text = ins[other_name], other_name

@@ -18,10 +18,11 @@ Neighbours: :mod:`.lifting` (which makes the ``GpuElemwise`` nodes),
 """
 from typing import Optional
 
-from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
+from aesara.graph.rewriting.basic import in2out, node_rewriter
 from aesara.scalar import basic as aes
 
 from aesara_bincount.fusion_rewriting import fusion_db
+from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu import elemwise
 from aesara_bincount_core.gpu.elemwise import GpuElemwise
 from aesara_bincount_core.gpu.fused import MAX_ARGS, GpuFusedBincount
@@ -98,10 +99,7 @@ def local_gpu_bincount_fusion(fgraph, node):
     old = node.outputs[0]
     op = GpuFusedBincount(node.op.mode, old.type.dtype, x_op=x_op, w_op=w_op, weighted=w is not None)
     out = op(*x_ins, n, *w_ins)
-    if out.type != old.type:
-        out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
-    return [out]
+    return replacement_for(old, out)
 
 
 fusion_db.register(

@@ -36,6 +36,7 @@ from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
 
+from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
@@ -79,10 +80,7 @@ def local_gpu_bincount(fgraph, node):
     out = host_from_gpu(GpuBincount(node.op.mode, out_dtype=old.type.dtype)(*inputs))
     for a in asserts:
         out = Assert(a.op.msg)(out, *a.inputs[1:])
-    if out.type != old.type:
-        out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
-    return [out]
+    return replacement_for(old, out)
 
 
 optdb.register(
@@ -124,10 +122,7 @@ def local_gpu_scatter_add(fgraph, node):
     old = node.outputs[0]
     new = GpuScatterAdd(op.onto, inplace=op.inplace)(base, _on_gpu(increments), _on_gpu(idx))
     out = host_from_gpu(new)
-    if out.type != old.type:
-        out = old.type.filter_variable(out, allow_convert=True)
-    copy_stack_trace(old, out)
-    return [out]
+    return replacement_for(old, out)
 
 
 @node_rewriter([GpuFromHost])

@@ -20,7 +20,7 @@ from typing import List, Tuple
 import numpy as np
 from aesara.graph.basic import Apply
 from aesara.scalar import basic as aes
-from aesara.tensor.basic import as_tensor_variable, cast
+from aesara.tensor.basic import as_tensor_variable
 from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.type import TensorType
 
@@ -29,7 +29,7 @@ from aesara_bincount_core.cuda import sources
 from aesara_bincount_core.gpu.elemwise import _is_host_scalar
 from aesara_bincount_core.gpu.op import GpuBincount, _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
-from aesara_bincount_core.op import _constant_int
+from aesara_bincount_core.op import _as_length, _constant_int
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 
 __all__ = ["GpuFusedBincount", "KERNEL_FILES", "MAX_ARGS"]
@@ -164,11 +164,7 @@ class GpuFusedBincount(GpuBincount):
             raise TypeError(f"{name}: x must be a 1-D integer GPU array, got {x_ins[0].type}")
         if self.w_op is None and self.weighted and w_ins[0].type.dtype != self.out_dtype:
             raise TypeError(f"{name}: weights must have dtype {self.out_dtype}, got {w_ins[0].type}")
-        n = as_tensor_variable(n)
-        if n.type.ndim != 0 or n.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"{name}: n must be an integer scalar, got {n.type}")
-        if n.type.dtype != "int64":
-            n = cast(n, "int64")
+        n = _as_length(n, name)
         length = _constant_int(n) if self.mode == "scatter" else None
         if length is not None and length < 0:
             length = None

@@ -116,6 +116,12 @@ def test_negative_x_and_bad_lengths_raise():
         f()
     gx.set_value(np.array([0, 3, 1, 2, 2], dtype="int64"))
     check(f(), np.bincount([0, 3, 1, 2, 2], weights=np.exp(np.ones(5))), "float64")
+    # Inputs of the weights graph that do not broadcast: the CPU's message.
+    gu = gpu.shared(np.ones(3))
+    g = aesara.function([], at.extra_ops.bincount(gx, weights=gv * gu))
+    assert "GpuFusedBincount" in op_names(g)
+    with pytest.raises(ValueError, match="inputs of the elementwise weights have lengths 5 and 3"):
+        g()
 
 
 @pytest.mark.parametrize("x_dtype", ["int64", "int32"])
