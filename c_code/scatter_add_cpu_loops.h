@@ -225,24 +225,22 @@ static int APPLY_SPECIFIC(sa_accumulate)(const SA_CTX *c, char *dst, npy_intp ds
         SA_ACC_T *o = (SA_ACC_T *)dst;
         const SA_ACC_T *g = (const SA_ACC_T *)inc;
         const npy_intp gstep = istride ? 1 : 0;
+        /* One call per row length the compiler knows (its loop unrolled). */
+#define SA_PLAIN_CASE(L)                                                                      \
+    case L:                                                                                   \
+        return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, L)
         switch (len) {
-        case 1:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 1);
-        case 2:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 2);
-        case 4:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 4);
-        case 8:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 8);
-        case 16:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 16);
-        case 32:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 32);
-        case 64:
-            return APPLY_SPECIFIC(sa_accumulate_plain)(o, g, gstep, idx, lo, hi, nrows, check, 64);
+            SA_PLAIN_CASE(1);
+            SA_PLAIN_CASE(2);
+            SA_PLAIN_CASE(4);
+            SA_PLAIN_CASE(8);
+            SA_PLAIN_CASE(16);
+            SA_PLAIN_CASE(32);
+            SA_PLAIN_CASE(64);
         default:
             break; /* other lengths: the general loop below */
         }
+#undef SA_PLAIN_CASE
     }
     if (contig && c->inc_kind == SA_INC_CONTIG) {
         /* Rows of a length known at compile time get loops of their own:

@@ -105,19 +105,26 @@ def _case_code(k, op, dtype, target, out_format):
     return scalar_code(op, ins, outs, target, in_dtypes, out_dtypes, name=f"case{k}"), ins
 
 
-def _c_library(cases):
-    """Build one shared library with a loop ``case_k`` per case (C target)."""
+def _case_functions(cases, target, out_expr, function):
+    """(support code, one function per case) for ``target``: ``function(k, params,
+    body)`` wraps case k's body, ``params`` its input pointers."""
     support, functions = [], []
     for k, (name, op, dtype) in enumerate(cases):
-        code, ins = _case_code(k, op, dtype, "c", "((({} *)out)[i])")
+        code, ins = _case_code(k, op, dtype, target, out_expr)
         if code.support not in support:
             support.append(code.support)
         params = ", ".join(f"const void *in{j}" for j in range(len(ins)))
-        functions.append(
-            f'extern "C" int case{k}({params}, void *out, long n) {{\n'
-            f"#define BC_SCALAR_FAIL(code) return (code)\n"
-            f"for (long i = 0; i < n; i++) {code.body}\n#undef BC_SCALAR_FAIL\nreturn 0;\n}}\n"
-        )
+        functions.append(function(k, params, code.body))
+    return support, functions
+
+
+def _c_library(cases):
+    """Build one shared library with a loop ``case_k`` per case (C target)."""
+    support, functions = _case_functions(cases, "c", "((({} *)out)[i])", lambda k, params, body: (
+        f'extern "C" int case{k}({params}, void *out, long n) {{\n'
+        f"#define BC_SCALAR_FAIL(code) return (code)\n"
+        f"for (long i = 0; i < n; i++) {body}\n#undef BC_SCALAR_FAIL\nreturn 0;\n}}\n"
+    ))
     text = "#include <Python.h>\n#include <numpy/arrayobject.h>\n#include <math.h>\n"
     text += "\n".join(support) + "\n" + "\n".join(functions)
     os.makedirs(BUILD, exist_ok=True)
@@ -199,18 +206,12 @@ def test_cuda_target_compiles_with_nvrtc():
     except nvrtc.NvrtcError as exc:
         pytest.skip(str(exc))
     cases, _ = scalar_cases.cases("cuda")
-    support, functions = [], []
-    for k, (name, op, dtype) in enumerate(cases):
-        code, ins = _case_code(k, op, dtype, "cuda", "(({} *)out)[i]")
-        if code.support not in support:
-            support.append(code.support)
-        params = ", ".join(f"const void *in{j}" for j in range(len(ins)))
-        functions.append(
-            f'extern "C" __global__ void case{k}({params}, void *out, long n, int *err) {{\n'
-            "long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
-            "#define BC_SCALAR_FAIL(code) *err = (code)\n"
-            f"{code.body}\n#undef BC_SCALAR_FAIL\n}}\n"
-        )
+    support, functions = _case_functions(cases, "cuda", "(({} *)out)[i]", lambda k, params, body: (
+        f'extern "C" __global__ void case{k}({params}, void *out, long n, int *err) {{\n'
+        "long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
+        "#define BC_SCALAR_FAIL(code) *err = (code)\n"
+        f"{body}\n#undef BC_SCALAR_FAIL\n}}\n"
+    ))
     source = f'#include "{scalar_codegen.CUDA_PREAMBLE}"\n' + "\n".join(support) + "\n".join(functions)
     headers = {scalar_codegen.CUDA_PREAMBLE: _c_code.read_source(scalar_codegen.CUDA_PREAMBLE)}
     image = nvrtc.compile_cached(source, "scalar_cuda_cases.cu", 80, ("-std=c++17",), headers, lib)
