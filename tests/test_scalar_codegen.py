@@ -199,12 +199,17 @@ def test_c_target_reports_division_by_zero():
             f(a, b)
 
 
-def test_cuda_target_compiles_with_nvrtc():
+def _nvrtc_or_skip():
+    """(the nvrtc module, its loaded library), or skip where NVRTC is missing."""
     nvrtc = pytest.importorskip("aesara_bincount_core.cuda.nvrtc")
     try:
-        lib = nvrtc.load()
+        return nvrtc, nvrtc.load()
     except nvrtc.NvrtcError as exc:
         pytest.skip(str(exc))
+
+
+def test_cuda_target_compiles_with_nvrtc():
+    nvrtc, lib = _nvrtc_or_skip()
     cases, _ = scalar_cases.cases("cuda")
     support, functions = _case_functions(cases, "cuda", "(({} *)out)[i]", lambda k, params, body: (
         f'extern "C" __global__ void case{k}({params}, void *out, long n, int *err) {{\n'
@@ -242,13 +247,9 @@ def test_gpu_elemwise_problem():
 
 def test_elemwise_template_compiles_alone():
     """c_code/elemwise_cuda_kernel.cu is valid CUDA on its own (its default kernel)."""
-    nvrtc = pytest.importorskip("aesara_bincount_core.cuda.nvrtc")
+    nvrtc, lib = _nvrtc_or_skip()
     from aesara_bincount_core.gpu.elemwise import KERNEL_FILES
 
-    try:
-        lib = nvrtc.load()
-    except nvrtc.NvrtcError as exc:
-        pytest.skip(str(exc))
     headers = {f: _c_code.read_source(f) for f in KERNEL_FILES[1:]}
     image = nvrtc.compile_cached(_c_code.read_source(KERNEL_FILES[0]), KERNEL_FILES[0], 80,
                                  ("-std=c++17", "-fmad=false"), headers, lib)  # fmt: skip
