@@ -83,6 +83,7 @@ def interleaved_times(
     rounds: int = 3,
     calls: int = 0,
     budget_s: float = 0.25,
+    lead_in: bool = True,
 ) -> Dict[str, Dict[str, float]]:
     """Wall time and thread CPU time of each candidate, interleaved call by call.
 
@@ -93,8 +94,17 @@ def interleaved_times(
     candidates one by one, the order rotated by one each time round
     (A B C, B C A, C A B, ...), so that a drift of the machine falls on all
     of them alike and no candidate always runs after the same one (a call
-    that frees a large array changes what the next one pays to allocate it).  A figure is the best, over ``rounds`` rounds,
-    of the round's median: a burst of load spoils a round, not the figure.
+    that frees a large array changes what the next one pays to allocate it).
+    With ``lead_in`` each timed call comes right after an untimed call of the
+    same candidate, so that it finds the heap and the caches as a loop of
+    that candidate leaves them (the seed's use: the same call many times in
+    a loop), not as the previous candidate left them: without it, a
+    candidate whose output is a little larger than the others' could not
+    reuse the block the previous candidate had just freed and still held in
+    the cache, and paid for a cold block (1e6 int64 values into 1e6 bins:
+    1.1-1.7 ms against 0.7 ms, on a 2-core AMD EPYC, load average 0.3).  A
+    figure is the best, over ``rounds`` rounds, of the round's median: a
+    burst of load spoils a round, not the figure.
 
     Parameters
     ----------
@@ -110,7 +120,11 @@ def interleaved_times(
         Calls of each candidate per round; 0 picks it from ``budget_s``, from
         the slowest candidate's first call (at least 3, at most 200).
     budget_s : float
-        Wall-time budget per candidate and round when ``calls`` is 0.
+        Wall-time budget per candidate and round when ``calls`` is 0 (the
+        lead-in calls not counted).
+    lead_in : bool
+        Call each candidate once, untimed, right before each of its timed
+        calls (see above).
 
     Returns
     -------
@@ -138,6 +152,8 @@ def interleaved_times(
         for j in range(calls):
             for name in names[j % len(names):] + names[: j % len(names)]:
                 fn = fns[name]
+                if lead_in:
+                    fn()
                 t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 fn()
                 c1, t1 = time.thread_time_ns(), time.perf_counter_ns()

@@ -7,7 +7,7 @@
  * not run never holds up the call).  Each histogram's capacity is a power of
  * two, so that the range check of a group of eight values is one test:
  * (v0 | v1 | ... | v7) < capacity, which also rejects negative values (their
- * sign bit).  A group that fails the test goes through the slow path one
+ * sign bit); for 4-byte x with AVX2, one vector test of the group.  A group that fails the test goes through the slow path one
  * element at a time: wrap a negative index (scatter-add), grow the histogram
  * (bincount), record an error, or give up on private histograms when they
  * would need more bins than ctx->limit (the driver then takes the direct
@@ -108,6 +108,59 @@ static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need, int skewed
     return 0;
 }
 
+/* Counts without weights: x[i:end) into the histogram in groups of eight
+ * while every value of a group lies in [0, cap) (see bc_count_fast), into
+ * one copy or four.  With AVX2 and 4-byte x the range test of a group is the
+ * vector test of bincount_cpu_far.h, and each value is read again from x for
+ * its address; otherwise the OR of the group in general registers (for
+ * 8-byte x the vector test measured slower: 0.27 against 0.24 ms).  Each loop
+ * is a function of its own (not inlined into the task), so that the values,
+ * the pointers and the bound stay in general registers: inlined, gcc
+ * kept five values of a group in vector registers (a move there and back on
+ * the way to each address).  1e6 values into 1000 bins took 0.32 ms (int32)
+ * and 0.28 ms (int64) before, 0.23 and 0.24 ms after, against the plain numba
+ * loop's 0.31 and 0.26; into 16 bins (four copies) 0.44 and 0.27 before,
+ * 0.23 and 0.26 after, against 0.39 and 0.33 (aesara.function, thread CPU
+ * time, interleaved call by call, 2-core AMD EPYC, load average 0.5). */
+#if !BC_WEIGHTED
+/* Does any of x[0:8) lie outside [0, cap), cap a power of two, cap >= 1? */
+static int APPLY_SPECIFIC(bc_hist_group_bad)(const BC_X_T *BC_RESTRICT x, npy_intp cap)
+{
+#if BC_SIMD
+    if (sizeof(BC_X_T) == 4)
+        return APPLY_SPECIFIC(bc_far_group_bad)(x, cap);
+#endif
+    return ((npy_uint64)x[0] | (npy_uint64)x[1] | (npy_uint64)x[2] | (npy_uint64)x[3] |
+            (npy_uint64)x[4] | (npy_uint64)x[5] | (npy_uint64)x[6] | (npy_uint64)x[7]) >=
+           (npy_uint64)cap;
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static npy_intp APPLY_SPECIFIC(bc_count_fast_one)(BC_H_T *BC_RESTRICT h0, npy_intp cap,
+                                                  const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                  npy_intp end)
+{
+    for (; i + 8 <= end && !APPLY_SPECIFIC(bc_hist_group_bad)(x + i, cap); i += 8)
+        BC_ADD_GROUP8(h0, h0, h0, h0, i);
+    return i;
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static npy_intp APPLY_SPECIFIC(bc_count_fast_four)(BC_H_T *BC_RESTRICT h0, npy_intp cap,
+                                                   const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                   npy_intp end)
+{
+    BC_H_T *BC_RESTRICT h1 = h0 + cap, *BC_RESTRICT h2 = h1 + cap, *BC_RESTRICT h3 = h2 + cap;
+    for (; i + 8 <= end && !APPLY_SPECIFIC(bc_hist_group_bad)(x + i, cap); i += 8)
+        BC_ADD_GROUP8(h0, h1, h2, h3, i);
+    return i;
+}
+#endif
+
 /* The fast path: count x[i:end) in groups of eight while every value of a
  * group lies in [0, cap).  Returns the index of the first group that did not
  * (or of the tail shorter than a group), which the slow path handles. */
@@ -125,6 +178,12 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
 #if BC_SIMD && BC_WEIGHTED
     if (sizeof(BC_X_T) == 8 || sizeof(BC_X_T) == 4)
         return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end);
+#endif
+#if !BC_WEIGHTED
+    if (cap == 0)
+        return i; /* no histogram yet */
+    return h->copies == 4 ? APPLY_SPECIFIC(bc_count_fast_four)(h0, cap, x, i, end)
+                          : APPLY_SPECIFIC(bc_count_fast_one)(h0, cap, x, i, end);
 #endif
     if (h->copies == 4) {
         h1 = h0 + cap;

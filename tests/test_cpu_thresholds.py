@@ -217,6 +217,27 @@ def test_values_out_of_range_in_every_position_of_a_group(x_dtype, omp, rng):
                 _assert_reference_error(case, x, rng)
 
 
+@pytest.mark.parametrize("x_dtype", ["int32", "uint32", "int64", "int16"])
+@pytest.mark.parametrize("kind", ["uniform", "skewed"])
+def test_counts_group_test_at_the_histogram_capacity(x_dtype, kind, omp, rng):
+    """Counts into a private histogram (one copy, or four on skewed data):
+    the group test of the counting loops (the vector test for 4-byte x, the
+    OR of the group otherwise) at the histogram's capacity, in each lane.
+    Values up to 63 make a capacity of 64; a 64 in one lane of a group must
+    fail the test (the slow path then grows the histogram), and a negative
+    value must raise reference_bincount's error."""
+    size = 3 * OMP_MIN_N
+    for lane in range(8):
+        x = _values(rng, size, 63, kind)
+        x[8 * 1000 + lane] = 64  # the smallest value past the capacity
+        x[8 * 1001 + 7 - lane] = 63
+        _check_bincount(x_dtype, None, omp, x, rng)
+        if np.iinfo(x_dtype).min < 0:
+            x = _values(rng, size, 63, kind).astype(x_dtype)
+            x[8 * 1000 + lane] = -1
+            _assert_reference_error(bincount_case(CPU, x_dtype, None, omp), x, rng)
+
+
 # -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint32", None),
                                              ("int64", "float64"), ("int32", "float32"),

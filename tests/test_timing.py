@@ -14,10 +14,34 @@ from aesara_bincount._timing import interleaved_times, load_average
 def test_calls_alternate_one_by_one():
     order = []
     fns = {k: (lambda k=k: order.append(k)) for k in "abc"}
-    interleaved_times(fns, one_thread="abc", rounds=2, calls=3)
+    interleaved_times(fns, one_thread="abc", rounds=2, calls=3, lead_in=False)
     # One call of each in turn, the order rotated each time round (no warm-up
     # calls when calls is given), so that each runs after each of the others.
     assert order == list("abc" "bca" "cab") * 2
+    order.clear()
+    interleaved_times(fns, one_thread="abc", rounds=1, calls=3)
+    # With the lead-in (the default) each timed call follows an untimed one.
+    assert order == list("aabbcc" "bbccaa" "ccaabb")
+
+
+def test_lead_in_times_a_candidate_after_itself():
+    # A candidate that pays 4 ms of CPU time when another candidate ran just
+    # before it (as an output allocated into a block another candidate left
+    # cold would), and nothing after itself.
+    last = []
+
+    def spin_unless_after_itself():
+        if last and last[-1] != "a":
+            t = time.thread_time()
+            while time.thread_time() - t < 0.004:
+                pass
+        last.append("a")
+
+    fns = {"a": spin_unless_after_itself, "b": lambda: last.append("b")}
+    fair = interleaved_times(fns, one_thread="ab", rounds=1, calls=3)
+    assert fair["cpu_ms"]["a"] < 1.0
+    coupled = interleaved_times(fns, one_thread="ab", rounds=1, calls=3, lead_in=False)
+    assert coupled["cpu_ms"]["a"] >= 3.9
 
 
 def test_cpu_time_leaves_out_waiting_and_other_threads():
