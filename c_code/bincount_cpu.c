@@ -119,11 +119,11 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
  * or weighted sums of the bincount form into cells of 4 or 8 bytes, fewer
  * than 2**32 elements (a counted bin is then never 0, so the last non-zero
  * bin is the largest value; weighted sums track it), `need` sampled bins of BC_GROW_MIN_BYTES or more and at most
- * BC_GROW_MAX_BINS, no runs, and one counting thread anyway (one thread, or
+ * BC_GROW_MAX_BINS, no runs for weighted sums, and one counting thread anyway (one thread, or
  * more bins than threaded private histograms may have). */
 static int APPLY_SPECIFIC(bc_grow_wanted)(const BC_CTX *ctx, int nt, npy_uint64 need)
 {
-    if (sizeof(BC_ACC_T) < 4 || ctx->size > BC_TASK_MAX || ctx->runs ||
+    if (sizeof(BC_ACC_T) < 4 || ctx->size > BC_TASK_MAX || (BC_WEIGHTED && ctx->runs) ||
         need > (npy_uint64)BC_GROW_MAX_BINS || need * sizeof(BC_ACC_T) < (npy_uint64)BC_GROW_MIN_BYTES)
         return 0;
     return nt == 1 || need > (npy_uint64)(ctx->size / (2 * nt));

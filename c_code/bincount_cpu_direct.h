@@ -76,6 +76,15 @@ static void APPLY_SPECIFIC(bc_count_direct)(BC_CTX *ctx, BC_ACC_T *out, npy_intp
         npy_intp prev = 0;
         for (; i < size; i++) {
             const npy_intp v = (npy_intp)x[i];
+#if !BC_WEIGHTED
+            /* A group of eight inside the run in progress, at once (prev is
+             * a validated value, or the initial 0 of an output with bins). */
+            if (i + 8 <= size && APPLY_SPECIFIC(bc_group_equals)(x + i, (npy_uint64)prev)) {
+                acc += 8;
+                i += 7;
+                continue;
+            }
+#endif
             BC_RUN_STEP(BC_ACC_T, out, v, i);
         }
         out[prev] += acc;

@@ -49,6 +49,11 @@
  * output is advised to use transparent huge pages (bincount_common.h), which
  * removes most TLB misses of the updates.
  *
+ * Counts of data where runs of equal values dominate (the sample says so)
+ * take bc_grow_fast_runs: a group that continues the run in progress is
+ * added at once, other groups a run at a time (bincount_cpu_runs.h), so
+ * neither a min/max pass nor a chain of updates of one bin costs.
+ *
  * Only the bincount form comes here (the scatter-add form knows its length
  * and keeps bincount_cpu_direct.h).
  *
@@ -60,6 +65,7 @@
 #define BC_CPU_GROW_DONE 1
 
 #include "bincount_cpu_defs.h"
+#include "bincount_cpu_runs.h"
 
 #if !BC_SCATTER
 
@@ -148,6 +154,39 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp
         out[v6]++;
         out[v7]++;
     }
+    return i;
+}
+
+/* bc_grow_fast for data where runs of equal values dominate (the sample
+ * says so): a group of eight inside the run in progress is added at once
+ * (bc_group_equals), any other group a run at a time (BC_RUN_STEP), so that
+ * no update waits on the one before it.  1e6 equal int64 values into 1e6
+ * bins took 0.60 ms on the direct path (a min/max pass, then a store an
+ * element), against 0.35 ms for the plain numba loop. */
+static npy_intp APPLY_SPECIFIC(bc_grow_fast_runs)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
+                                                  const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                  npy_intp end)
+{
+    BC_ACC_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    BC_ACC_T acc = 0;
+    npy_uint64 prev = 0; /* cap >= 64: the initial 0 is a bin */
+    for (; i + 8 <= end; i += 8) {
+        if (APPLY_SPECIFIC(bc_group_equals)(x + i, prev)) {
+            acc += 8;
+            continue;
+        }
+        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
+            break;
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i], i);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 1], i + 1);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 2], i + 2);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 3], i + 3);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 4], i + 4);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 5], i + 5);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 6], i + 6);
+        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 7], i + 7);
+    }
+    out[prev] += acc;
     return i;
 }
 #endif
@@ -297,7 +336,8 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
 #if BC_WEIGHTED
         i = APPLY_SPECIFIC(bc_grow_fast_w)(out, cap, x, w, wstep, i, size, &mx);
 #else
-        i = APPLY_SPECIFIC(bc_grow_fast)(out, cap, x, i, size);
+        i = ctx->runs ? APPLY_SPECIFIC(bc_grow_fast_runs)(out, cap, x, i, size)
+                      : APPLY_SPECIFIC(bc_grow_fast)(out, cap, x, i, size);
 #endif
         /* The slow path, for the elements of the group that failed (or of the tail). */
         for (stop = size - i < 8 ? size : i + 8; i < stop; i++) {

@@ -31,8 +31,32 @@
         prev = (v);                                                              \
     } while (0)
 
+/* Are the eight values x[0:8) all equal to v (v as bc_as_u64 gives it)?
+ * One vector compare with AVX2 for 4- and 8-byte x.  Counts use it to add a
+ * group of eight that continues the run in progress at once, with no store:
+ * 1e6 equal int64 values into 1000 bins took 0.25 ms with a store an element
+ * (BC_RUN_STEP), as long as the plain numba loop. */
+static int APPLY_SPECIFIC(bc_group_equals)(const BC_X_T *BC_RESTRICT x, npy_uint64 v)
+{
+#if BC_SIMD
+    if (sizeof(BC_X_T) == 8) {
+        const __m256i p = _mm256_set1_epi64x((long long)v);
+        const __m256i a = _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i *)x), p);
+        const __m256i b = _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i *)(x + 4)), p);
+        return _mm256_movemask_epi8(_mm256_and_si256(a, b)) == -1;
+    }
+    if (sizeof(BC_X_T) == 4)
+        return _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i *)x),
+                                                       _mm256_set1_epi32((int)v))) == -1;
+#endif
+    return (bc_as_u64(x[0]) == v) & (bc_as_u64(x[1]) == v) & (bc_as_u64(x[2]) == v) &
+           (bc_as_u64(x[3]) == v) & (bc_as_u64(x[4]) == v) & (bc_as_u64(x[5]) == v) &
+           (bc_as_u64(x[6]) == v) & (bc_as_u64(x[7]) == v);
+}
+
 /* Fast path when runs dominate: as bc_count_fast, adding each run of equal
- * values at once into the first copy. */
+ * values at once into the first copy; counts add a group of eight inside the
+ * run in progress at once (bc_group_equals). */
 static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
                                                    const BC_OUT_T *BC_RESTRICT w,
                                                    npy_intp wstep, npy_intp i, npy_intp end)
@@ -45,8 +69,18 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_runs)(BC_HIST *h, const BC_X_T *BC_
     (void)w;
     (void)wstep;
     for (; i + 4 <= end; i += 4) {
-        const npy_uint64 v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-        const npy_uint64 v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
+        npy_uint64 v0, v1, v2, v3;
+#if !BC_WEIGHTED
+        /* prev < cap: prev was counted (or is the initial 0 of a histogram
+         * that has bins), so the group is too. */
+        if (i + 8 <= end && prev < ucap && APPLY_SPECIFIC(bc_group_equals)(x + i, prev)) {
+            acc += 8;
+            i += 4;
+            continue;
+        }
+#endif
+        v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
+        v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
         if ((v0 | v1 | v2 | v3) >= ucap)
             break;
         BC_RUN_STEP(BC_H_T, h0, v0, i);

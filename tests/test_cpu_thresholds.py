@@ -238,6 +238,39 @@ def test_counts_group_test_at_the_histogram_capacity(x_dtype, kind, omp, rng):
             _assert_reference_error(bincount_case(CPU, x_dtype, None, omp), x, rng)
 
 
+@pytest.mark.parametrize("x_dtype", ["int32", "uint32", "int64", "uint64", "int16"])
+def test_runs_break_in_every_lane_of_a_group(x_dtype, omp, rng):
+    """The runs loops (bincount_cpu_runs.h: private histograms, and the direct
+    path when the bins are many, and the output-histogram of
+    bincount_cpu_grow.h) add a group of eight that continues the run in
+    progress at once: a run that ends at any lane of a group, runs of every
+    length from 1 to 17, a first group equal to the initial 0, a value that
+    grows the output and a negative value at any lane must all be counted
+    exactly or refused as numpy refuses them."""
+    size = 3 * OMP_MIN_N
+    for top in (300, min(40 * OMP_MIN_N, np.iinfo(x_dtype).max)):
+        lengths = np.arange(size) % 17 + 1
+        runs = np.repeat(np.arange(size) % (top + 1), lengths)[:size]
+        _check_bincount(x_dtype, None, omp, np.sort(runs), rng)
+        for lane in range(8):
+            x = np.full(size, top, dtype=np.int64)
+            x[: 8 * 50 + lane] = 0  # starts equal to the loops' initial 0
+            x[8 * 3000 + lane] = top // 2  # a run of one, at this lane
+            x[8 * 4000 + lane:] = top - 1
+            x[-1] = top
+            _check_bincount(x_dtype, None, omp, x, rng)
+            _check_bincount(x_dtype, "float64", omp, x, rng)
+            if 2 * top + 1 <= np.iinfo(x_dtype).max:
+                # Unseen by the sample: the output grows; first the smallest
+                # such value, the capacity bc_grow_cap gives the sampled top.
+                for far in (top + 1 + (top + 1) // 16 + 64, 2 * top + 1):
+                    x[8 * 5000 + lane] = far
+                    _check_bincount(x_dtype, None, omp, x, rng)
+            if np.iinfo(x_dtype).min < 0:
+                x[8 * 5000 + lane] = -1
+                _assert_reference_error(bincount_case(CPU, x_dtype, None, omp), x.astype(x_dtype), rng)
+
+
 # -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint32", None),
                                              ("int64", "float64"), ("int32", "float32"),
