@@ -85,6 +85,12 @@
 #ifndef SA_PREFETCH_MAX_LINES
 #define SA_PREFETCH_MAX_LINES 16 /* ... at most this many cache lines of it */
 #endif
+#ifndef SA_INC_AHEAD_ROWS
+#define SA_INC_AHEAD_ROWS 16 /* the plain loop prefetches the increment rows this far ahead... */
+#endif
+#ifndef SA_INC_AHEAD_MIN_BYTES
+#define SA_INC_AHEAD_MIN_BYTES 256 /* ... when a row has this many bytes or more */
+#endif
 #ifndef SA_TASK_BYTES
 #define SA_TASK_BYTES (128 << 10) /* bytes of increments per task (a block of idx) of a threaded split */
 #endif
@@ -96,9 +102,11 @@
 #if defined(__GNUC__)
 #define SA_RESTRICT __restrict__
 #define SA_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#define SA_PREFETCH_ONCE(p) __builtin_prefetch((p), 0, 0) /* read once: no cache to keep it in */
 #else
 #define SA_RESTRICT
 #define SA_PREFETCH_W(p) (void)(p)
+#define SA_PREFETCH_ONCE(p) (void)(p)
 #endif
 
 /* ---- types of this instantiation ---- */

@@ -174,9 +174,18 @@ static void APPLY_SPECIFIC(sa_add_strided)(const SA_CTX *c, char *o, const npy_i
 /*
  * The plain case, with less work per row: rows of `len` contiguous elements
  * in dst (`len` a constant where the function is inlined), increments
- * contiguous rows or one row for all (gstep 1 or 0), nothing to prefetch or
- * filter.  Four indices at a time, checked with one test.  Returns 1 at a
- * bad index (with check).
+ * contiguous rows or one row for all (gstep 1 or 0), no rows of dst to
+ * prefetch or filter.  Four indices at a time, checked with one test.  Rows
+ * of increments of SA_INC_AHEAD_MIN_BYTES or more are prefetched
+ * SA_INC_AHEAD_ROWS rows ahead, with the hint for data read once: the
+ * hardware prefetcher alone fell behind the stream of increments between
+ * the random rows of dst.  (N, V, D) = (1e5, 1e4, 64) took 2.2-2.6 ms
+ * without (float64; 0.77-0.85 ms float32), 1.5-1.7 ms with (0.76-0.83 ms),
+ * against the numba loop's 2.0-2.2 ms (1.0 ms) and one read of the
+ * increments and indices, 1.5 ms (0.78 ms): thread CPU time, interleaved
+ * call by call, 2-core AMD EPYC, load average 0.7-0.9.  Distance 8 measured
+ * slightly slower for float32, the hint that keeps the lines in every cache
+ * the same.  Returns 1 at a bad index (with check).
  */
 static inline int APPLY_SPECIFIC(sa_accumulate_plain)(SA_ACC_T *SA_RESTRICT out,
                                                       const SA_ACC_T *SA_RESTRICT g,
@@ -189,6 +198,14 @@ static inline int APPLY_SPECIFIC(sa_accumulate_plain)(SA_ACC_T *SA_RESTRICT out,
     npy_intp i = lo;
     for (; i + 4 <= hi; i += 4) {
         const SA_IDX_T a = idx[i], b = idx[i + 1], d = idx[i + 2], e = idx[i + 3];
+        if (len * (npy_intp)sizeof(SA_ACC_T) >= SA_INC_AHEAD_MIN_BYTES && gstep &&
+            i + SA_INC_AHEAD_ROWS + 4 <= hi) {
+            /* The four increment rows SA_INC_AHEAD_ROWS ahead, every line. */
+            const char *p = (const char *)(g + (i + SA_INC_AHEAD_ROWS) * gs);
+            npy_intp l;
+            for (l = 0; l < 4 * len * (npy_intp)sizeof(SA_ACC_T); l += 64)
+                SA_PREFETCH_ONCE(p + l);
+        }
         if (check && (APPLY_SPECIFIC(sa_is_bad)(a, nrows) | APPLY_SPECIFIC(sa_is_bad)(b, nrows) |
                       APPLY_SPECIFIC(sa_is_bad)(d, nrows) | APPLY_SPECIFIC(sa_is_bad)(e, nrows)))
             return 1;

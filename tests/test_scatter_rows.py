@@ -13,7 +13,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
 from aesara_bincount import Bincount, ScatterAdd
 from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
-from backends import BACKENDS
+from backends import BACKENDS, CPU
 from rows_cases import assert_same_rows, check_rows_graph, expected_rows, rows_case, scatter_nodes
 
 FAST_RUN = get_default_mode()
@@ -387,3 +387,36 @@ def test_update_whose_increments_are_the_table_itself():
     check_rows_graph(f)
     f([2, 2, 0])
     np.testing.assert_array_equal(W.get_value(), expected_rows(Wv, Wv, [2, 2, 0]))
+
+
+def _scatter_constant(name):
+    """A #define of ScatterAdd's C code (read from the files it hashes)."""
+    import re
+
+    from aesara_bincount_core import _c_code
+
+    text = "\n".join(_c_code.read_source(f) for f in ScatterAdd.hashed_sources())
+    return int(re.search(rf"^#define {name} (\d+)", text, re.M).group(1))
+
+
+@pytest.mark.cpu_only("a threshold of the CPU C code's plain loop")
+@pytest.mark.parametrize("dtype, rowlen", [("float64", 16), ("float64", 32), ("float64", 64),
+                                           ("float32", 32), ("float32", 64)])
+def test_plain_loop_prefetches_increments_at_its_thresholds(dtype, rowlen, openmp):
+    """The plain serial loop prefetches the increment rows SA_INC_AHEAD_ROWS
+    ahead when a row has SA_INC_AHEAD_MIN_BYTES or more (on both sides of
+    it here): every length of idx around the last group that prefetches,
+    and a row past it, gives np.add.at's values (bit for bit on one
+    thread)."""
+    ahead = _scatter_constant("SA_INC_AHEAD_ROWS")
+    assert _scatter_constant("SA_INC_AHEAD_MIN_BYTES") == 256  # the row lengths above straddle it
+    case = rows_case(CPU, "base", dtype, 2, dtype, 2, "int64", openmp)
+    rng = np.random.default_rng(rowlen)
+    for n in (1, 4, ahead + 3, ahead + 4, ahead + 5, ahead + 8, 4 * ahead + 7, 3001):
+        base = rng.standard_normal((50, rowlen)).astype(dtype) + 0
+        inc = rng.standard_normal((n, rowlen)).astype(dtype)
+        idx = rng.integers(-50, 50, n)
+        got = case.run(base, inc, idx)
+        assert_same_rows(got, base, inc, idx, f"N={n}")
+        if not openmp:  # one thread: index order, bit for bit (OpenMP may split by thread)
+            np.testing.assert_array_equal(got, expected_rows(base, inc, idx), err_msg=f"N={n}")
