@@ -166,8 +166,10 @@ def table(rows, machine) -> str:
         )
     else:
         desc += (
-            "Measured side by side in one process, the candidates interleaved call by call; each "
-            "figure is the best of 3 rounds of the round's median.  The columns marked CPU ms are "
+            "Measured side by side in one process, the candidates interleaved call by call"
+            + ("; each timed call right after an untimed call of the same candidate (the lead-in)"
+               if machine.get("lead_in") else "")
+            + "; each figure is the best of 3 rounds of the round's median.  The columns marked CPU ms are "
             "the CPU time of the calling thread (`time.thread_time_ns`), for the candidates that "
             "run in it only; the wall columns are wall-clock times, the only clock for OpenMP.  "
             "`load` is the 1-minute load average after the cell.  "
@@ -337,8 +339,10 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
 
     clock = ("wall times of the median call" if old else
              "CPU time of the calling thread (``time.thread_time_ns``) for the one-thread "
-             "candidates, wall time for OpenMP; candidates interleaved call by call, best of 3 "
-             "rounds of the round's median")
+             "candidates, wall time for OpenMP; candidates interleaved call by call"
+             + (", each timed call right after an untimed call of the same candidate"
+                if m.get("lead_in") else "")
+             + ", best of 3 rounds of the round's median")
     out = [BEGIN, "", f"Measured with ``make bench`` on {m['cpu']}, {m['cores']} cores, "
            f"Python {m['python']}, numpy {m['numpy']}, Aesara {m['aesara']}, numba {m.get('numba', '-')}, "
            f"torch {m.get('torch', '-')}, {m['date']}"
