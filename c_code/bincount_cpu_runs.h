@@ -8,11 +8,16 @@
  * starts the next run.  Both cases store, the running sum going to a
  * rotating scratch cell while the run goes on, so the loop has no branch to
  * mispredict and no chain through memory (BC_RUN_STEP, used by the private
- * histograms and by the direct path).  The driver picks this loop when more
- * than half of the sampled neighbours are equal (bc_sample).
+ * histograms, the direct path and the output-histogram of
+ * bincount_cpu_grow.h).  Counts also test each group of eight against the
+ * run in progress with one vector compare (bc_group_equals): a group that
+ * continues it adds 8 to the running count, with no store at all, so
+ * all-equal and sorted data count at the speed of one read of x.  The driver
+ * picks this loop when more than half of the sampled neighbours are equal
+ * (bc_sample).
  *
- * Neighbours: bincount_cpu_defs.h (types), bincount_cpu_hist.h and
- * bincount_cpu_direct.h (the callers).  Valid C99 and C++ on its own (see
+ * Neighbours: bincount_cpu_defs.h (types), bincount_cpu_hist.h,
+ * bincount_cpu_direct.h and bincount_cpu_grow.h (the callers).  Valid C99 and C++ on its own (see
  * bincount_cpu_defs.h).
  */
 #ifndef BC_CPU_RUNS_DONE

@@ -9,9 +9,11 @@
  * A row of contiguous increments onto a contiguous output row is added with
  * vector loads and adds (32-byte vectors, gcc's vector extensions).  In the
  * plain case (contiguous rows of 1, 2, 4, 8, 16, 32 or 64 elements, one
- * thread or one chunk of idx, nothing to prefetch) a loop of its own takes
+ * thread or one chunk of idx, no rows of out to prefetch) a loop of its own takes
  * four indices at a time, checked with one test, with the row length a
- * constant; other lengths get the general loop.  Increments broadcast along
+ * constant, and prefetches the increment rows SA_INC_AHEAD_ROWS ahead when
+ * they are SA_INC_AHEAD_MIN_BYTES wide or more (see sa_accumulate_plain);
+ * other lengths get the general loop.  Increments broadcast along
  * the row (one value per index) add that value; other layouts (a strided or
  * transposed increment, a base that is not C-contiguous, in place) go
  * through a strided loop over the row's dimensions: the slower path.  When
