@@ -113,8 +113,8 @@ static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need, int skewed
  * one copy or four.  With AVX2 and 4-byte x the range test of a group is the
  * vector test of bincount_cpu_far.h, and each value is read again from x for
  * its address; otherwise the OR of the group in general registers (for
- * 8-byte x the vector test measured slower: 0.27 against 0.24 ms).  Each loop
- * is a function of its own (not inlined into the task), so that the values,
+ * 8-byte x the vector test measured slower: 0.27 against 0.24 ms).  The
+ * loops are a function of their own (not inlined into the task), so that the values,
  * the pointers and the bound stay in general registers: inlined, gcc
  * kept five values of a group in vector registers (a move there and back on
  * the way to each address).  1e6 values into 1000 bins took 0.32 ms (int32)
@@ -135,29 +135,32 @@ static int APPLY_SPECIFIC(bc_hist_group_bad)(const BC_X_T *BC_RESTRICT x, npy_in
            (npy_uint64)cap;
 }
 
+/* The loop itself, inlined twice into bc_count_fast_counts: with h1..h3
+ * equal to h0 (one copy) the compiler keeps one pointer. */
 #if defined(__GNUC__)
-__attribute__((noinline))
+__attribute__((always_inline))
 #endif
-static npy_intp APPLY_SPECIFIC(bc_count_fast_one)(BC_H_T *BC_RESTRICT h0, npy_intp cap,
-                                                  const BC_X_T *BC_RESTRICT x, npy_intp i,
-                                                  npy_intp end)
+static inline npy_intp APPLY_SPECIFIC(bc_count_groups)(BC_H_T *h0, BC_H_T *h1, BC_H_T *h2,
+                                                       BC_H_T *h3, npy_intp cap,
+                                                       const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                       npy_intp end)
 {
     for (; i + 8 <= end && !APPLY_SPECIFIC(bc_hist_group_bad)(x + i, cap); i += 8)
-        BC_ADD_GROUP8(h0, h0, h0, h0, i);
+        BC_ADD_GROUP8(h0, h1, h2, h3, i);
     return i;
 }
 
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static npy_intp APPLY_SPECIFIC(bc_count_fast_four)(BC_H_T *BC_RESTRICT h0, npy_intp cap,
-                                                   const BC_X_T *BC_RESTRICT x, npy_intp i,
-                                                   npy_intp end)
+static npy_intp APPLY_SPECIFIC(bc_count_fast_counts)(BC_H_T *h0, npy_intp cap, int copies,
+                                                     const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                     npy_intp end)
 {
-    BC_H_T *BC_RESTRICT h1 = h0 + cap, *BC_RESTRICT h2 = h1 + cap, *BC_RESTRICT h3 = h2 + cap;
-    for (; i + 8 <= end && !APPLY_SPECIFIC(bc_hist_group_bad)(x + i, cap); i += 8)
-        BC_ADD_GROUP8(h0, h1, h2, h3, i);
-    return i;
+    if (copies == 4)
+        return APPLY_SPECIFIC(bc_count_groups)(h0, h0 + cap, h0 + 2 * cap, h0 + 3 * cap, cap, x,
+                                               i, end);
+    return APPLY_SPECIFIC(bc_count_groups)(h0, h0, h0, h0, cap, x, i, end);
 }
 #endif
 
@@ -182,8 +185,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
 #if !BC_WEIGHTED
     if (cap == 0)
         return i; /* no histogram yet */
-    return h->copies == 4 ? APPLY_SPECIFIC(bc_count_fast_four)(h0, cap, x, i, end)
-                          : APPLY_SPECIFIC(bc_count_fast_one)(h0, cap, x, i, end);
+    return APPLY_SPECIFIC(bc_count_fast_counts)(h0, cap, h->copies, x, i, end);
 #endif
     if (h->copies == 4) {
         h1 = h0 + cap;
