@@ -51,6 +51,8 @@ BUSY_MAX = 1.5
 OLD_OMP_SPEEDUP = {False: 0.788 / 0.439, True: 0.917 / 0.629}
 SEED = (10**6, 1000, "uniform", "int64")
 PEERS = ("numba", "torch_1thread")
+#: How a run with ``interleaved_times``'s lead-in timed its calls (the tables' text).
+LEAD_IN = "each timed call right after an untimed call of the same candidate"
 
 
 def cell_key(r) -> Tuple:
@@ -167,8 +169,7 @@ def table(rows, machine) -> str:
     else:
         desc += (
             "Measured side by side in one process, the candidates interleaved call by call"
-            + ("; each timed call right after an untimed call of the same candidate (the lead-in)"
-               if machine.get("lead_in") else "")
+            + (f"; {LEAD_IN} (the lead-in)" if machine.get("lead_in") else "")
             + "; each figure is the best of 3 rounds of the round's median.  The columns marked CPU ms are "
             "the CPU time of the calling thread (`time.thread_time_ns`), for the candidates that "
             "run in it only; the wall columns are wall-clock times, the only clock for OpenMP.  "
@@ -340,8 +341,7 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
     clock = ("wall times of the median call" if old else
              "CPU time of the calling thread (``time.thread_time_ns``) for the one-thread "
              "candidates, wall time for OpenMP; candidates interleaved call by call"
-             + (", each timed call right after an untimed call of the same candidate"
-                if m.get("lead_in") else "")
+             + (f", {LEAD_IN}" if m.get("lead_in") else "")
              + ", best of 3 rounds of the round's median")
     out = [BEGIN, "", f"Measured with ``make bench`` on {m['cpu']}, {m['cores']} cores, "
            f"Python {m['python']}, numpy {m['numpy']}, Aesara {m['aesara']}, numba {m.get('numba', '-')}, "
