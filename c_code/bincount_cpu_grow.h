@@ -52,7 +52,25 @@
  * Counts of data where runs of equal values dominate (the sample says so)
  * take bc_grow_fast_runs: a group that continues the run in progress is
  * added at once, other groups a run at a time (bincount_cpu_runs.h), so
- * neither a min/max pass nor a chain of updates of one bin costs.
+ * neither a min/max pass nor a chain of updates of one bin costs.  Counts
+ * of data whose values repeat within a few elements without forming runs
+ * (the sample's "skewed", as Zipf data) take bc_grow_fast_hot: the values
+ * below BC_GROW_HOT_BINS (1024 for 8-byte counts) are counted in four
+ * interleaved copies of those bins (32 KiB, in the L1 cache), element j of
+ * a group into copy j % 4, the others into the output; the copies are added
+ * into the output at the end.  A repeat within three elements then goes to
+ * another copy, so its update does not wait for the store of the one
+ * before (1e6 Zipf(1.3) values into 1e6 bins: int64 0.57 -> 0.52 ms, int32
+ * 0.50 -> 0.44 ms, the numba loop 0.53-0.60; aesara.function, thread CPU
+ * time, load average 0.2-0.5).  Weighted sums keep one order of additions,
+ * so no copies.
+ *
+ * A growth (bc_grow_next) takes the missed value's need scaled by the share
+ * of x still to come, capped at twice the capacity: a value the sample
+ * missed near the end grows the output to little more than it needs (it
+ * used to double it: 1e6 values in [5e5, 9e5) and a last value of 999999,
+ * int64, took 2.07 ms, now 0.89 ms, the numba loop 0.68), and an ascending x grows it once
+ * (np.arange(1e6), int64: 1.35 -> 0.56 ms; the numba loop 0.46-0.47).
  *
  * Only the bincount form comes here (the scatter-add form knows its length
  * and keeps bincount_cpu_direct.h).
@@ -157,6 +175,54 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp
     return i;
 }
 
+/* The bins [0, BC_GROW_HOT_BINS) that bc_grow_fast_hot counts in four
+ * interleaved copies of its own: as many as four copies fit in the bytes of
+ * BC_COPIES_MAX_BYTES (the L1 data cache). */
+#define BC_GROW_HOT_BINS ((npy_intp)(BC_COPIES_MAX_BYTES / (4 * sizeof(BC_ACC_T))))
+
+/* One element of bc_grow_fast_hot: a value below BC_GROW_HOT_BINS goes to
+ * copy c of the hot bins, any other to the output (a select of the base
+ * pointer, no branch). */
+#define BC_HOT_STEP(v, c)                                                                     \
+    do {                                                                                      \
+        BC_ACC_T *base_ = (v) < (npy_uint64)BC_GROW_HOT_BINS ? hot + (c)*BC_GROW_HOT_BINS : out; \
+        base_[v]++;                                                                           \
+    } while (0)
+
+/* bc_grow_fast for data where values repeat within a few elements (the
+ * sample says so, and the repeats are no runs): the values below
+ * BC_GROW_HOT_BINS are counted in `hot`, four copies of that many bins,
+ * element j of a group into copy j % 4; the others into the output.  A value
+ * that repeats one of the three before it then adds to another copy than
+ * they did, so that its update does not wait on theirs (a chain of updates
+ * of one bin costs a store-to-load forwarding each).  The caller adds the
+ * copies into the output. */
+static npy_intp APPLY_SPECIFIC(bc_grow_fast_hot)(BC_ACC_T *BC_RESTRICT out, BC_ACC_T *BC_RESTRICT hot,
+                                                 npy_intp cap, const BC_X_T *BC_RESTRICT x,
+                                                 npy_intp i, npy_intp end)
+{
+    for (; i + 8 <= end; i += 8) {
+        npy_uint64 v0, v1, v2, v3, v4, v5, v6, v7;
+        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
+            break;
+        v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
+        v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
+        v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
+        v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
+        BC_IN_REG(v0); BC_IN_REG(v1); BC_IN_REG(v2); BC_IN_REG(v3);
+        BC_IN_REG(v4); BC_IN_REG(v5); BC_IN_REG(v6); BC_IN_REG(v7);
+        BC_HOT_STEP(v0, 0);
+        BC_HOT_STEP(v1, 1);
+        BC_HOT_STEP(v2, 2);
+        BC_HOT_STEP(v3, 3);
+        BC_HOT_STEP(v4, 0);
+        BC_HOT_STEP(v5, 1);
+        BC_HOT_STEP(v6, 2);
+        BC_HOT_STEP(v7, 3);
+    }
+    return i;
+}
+
 /* bc_grow_fast for data where runs of equal values dominate (the sample
  * says so): a group of eight inside the run in progress is added at once
  * (bc_group_equals), any other group a run at a time (BC_RUN_STEP), so that
@@ -256,6 +322,19 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast_w)(BC_ACC_T *BC_RESTRICT out, npy_in
 }
 #endif
 
+/* Bins of the output after value v at x[i] outgrew its `cap` bins: v's
+ * need scaled by size / (i + 1), the share of x still to come (a value the
+ * sample missed near the end then grows the output to little more than it
+ * needs, and an ascending x grows it once, not each time it passes a
+ * capacity), at least v's need, at most twice `cap` unless v needs more. */
+static npy_intp APPLY_SPECIFIC(bc_grow_next)(npy_intp cap, npy_uint64 v, npy_intp i, npy_intp size)
+{
+    const npy_intp need = APPLY_SPECIFIC(bc_grow_cap)(v + 1);
+    const double scaled = (double)(v + 1) * (double)size / (double)(i + 1);
+    const npy_intp bigger = scaled < 2.0 * (double)cap ? APPLY_SPECIFIC(bc_grow_cap)((npy_uint64)scaled) : 2 * cap;
+    return bigger < need ? need : bigger;
+}
+
 /* A new zeroed output of `cap` bins holding the first `old_cap` bins of
  * `old` (which it releases), or NULL with an exception set. */
 static PyArrayObject *APPLY_SPECIFIC(bc_grow_to)(PyArrayObject *old, npy_intp old_cap, npy_intp cap)
@@ -323,7 +402,7 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
     npy_intp cap = APPLY_SPECIFIC(bc_grow_cap)(need), i = 0, nbins, top;
     npy_uint64 mx = 0; /* weighted: the largest value counted */
     PyArrayObject *arr;
-    BC_ACC_T *out;
+    BC_ACC_T *out, *hot = NULL;
     (void)w;
     (void)wstep;
     (void)mx;
@@ -331,13 +410,20 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
     if (arr == NULL)
         return -1;
     out = (BC_ACC_T *)PyArray_DATA(arr);
+#if !BC_WEIGHTED
+    /* Repeats that are no runs: the hot bins in copies of their own (none
+     * when they cannot be allocated: the plain loop then counts). */
+    if (ctx->skewed && !ctx->runs)
+        hot = (BC_ACC_T *)bc_calloc((size_t)(4 * BC_GROW_HOT_BINS), sizeof(BC_ACC_T));
+#endif
     while (i < size) {
         npy_intp stop;
 #if BC_WEIGHTED
         i = APPLY_SPECIFIC(bc_grow_fast_w)(out, cap, x, w, wstep, i, size, &mx);
 #else
         i = ctx->runs ? APPLY_SPECIFIC(bc_grow_fast_runs)(out, cap, x, i, size)
-                      : APPLY_SPECIFIC(bc_grow_fast)(out, cap, x, i, size);
+            : hot != NULL ? APPLY_SPECIFIC(bc_grow_fast_hot)(out, hot, cap, x, i, size)
+                          : APPLY_SPECIFIC(bc_grow_fast)(out, cap, x, i, size);
 #endif
         /* The slow path, for the elements of the group that failed (or of the tail). */
         for (stop = size - i < 8 ? size : i + 8; i < stop; i++) {
@@ -345,18 +431,21 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
             const npy_uint64 v = bc_as_u64(raw);
             if (BC_X_SIGNED && bc_as_i64(raw) < 0) {
                 Py_DECREF(arr);
+                free(hot);
                 return BC_RANGE;
             }
             if (v >= (npy_uint64)BC_GROW_MAX_BINS) {
                 Py_DECREF(arr); /* too many bins: the driver starts over */
+                free(hot);
                 return BC_BAIL;
             }
             if (v >= (npy_uint64)cap) {
-                npy_intp bigger = APPLY_SPECIFIC(bc_grow_cap)(v + 1);
-                bigger = bigger < 2 * cap ? 2 * cap : bigger;
+                const npy_intp bigger = APPLY_SPECIFIC(bc_grow_next)(cap, v, i, size);
                 arr = APPLY_SPECIFIC(bc_grow_to)(arr, cap, bigger);
-                if (arr == NULL)
+                if (arr == NULL) {
+                    free(hot);
                     return -1;
+                }
                 out = (BC_ACC_T *)PyArray_DATA(arr);
                 cap = bigger;
             }
@@ -369,6 +458,13 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
 #if BC_WEIGHTED
     top = (npy_intp)mx; /* size > 0: some value was counted */
 #else
+    if (hot != NULL) {
+        npy_intp b;
+        for (b = 0; b < BC_GROW_HOT_BINS; b++)
+            out[b] += hot[b] + hot[BC_GROW_HOT_BINS + b] + hot[2 * BC_GROW_HOT_BINS + b] +
+                      hot[3 * BC_GROW_HOT_BINS + b];
+        free(hot);
+    }
     /* The last non-zero count, eight bins at a time over the slack (about a
      * sixteenth of the output: 62,500 bins of zeros at 1e6 bins). */
     for (top = cap; top >= 8; top -= 8) {

@@ -344,6 +344,59 @@ def test_output_histogram_group_test_at_the_capacity(x_dtype, w_dtype, omp, rng)
                                   what=f"{x_dtype} {w_dtype} lane={lane} value={far} cap={cap}")
 
 
+@pytest.mark.parametrize("x_dtype", ["int64", "int32", "uint64", "uint32", "int16"])
+def test_output_histogram_hot_bins_on_skewed_data(x_dtype, omp, rng):
+    """Counts of skewed data (repeats within three elements, no runs) into an
+    output of BC_GROW_MIN_BYTES or more: the values below the hot bins'
+    count (four copies in BC_COPIES_MAX_BYTES) go to copies of their own
+    (bc_grow_fast_hot), added into the output at the end.  The last hot bin,
+    the first bin past them and the one after, in every lane of a group and
+    repeated at distances 1 to 4; a growth of the output while the copies
+    hold counts; a negative value after hot counts (the exact error)."""
+    case = bincount_case(CPU, x_dtype, None, omp)
+    hot = COPIES_BYTES // (4 * 8)  # int64 counts
+    edge = GROW_BYTES // 8
+    size = 3 * OMP_MIN_N
+    top = min(2 * edge, int(np.iinfo(x_dtype).max))
+    for lane in range(8):
+        x = _values(rng, size, top, "skewed")
+        for k, value in enumerate((hot - 1, hot, hot + 1)):
+            at = 8 * (3000 + 100 * k) + lane
+            x[at:at + 5] = value  # a run of five, then repeats of it at distances 2, 3, 4
+            x[at + 7] = x[at + 10] = x[at + 14] = value
+        if top == 2 * edge:
+            x[size - 8 + lane] = 3 * edge + lane  # grows the output after the hot counts
+        got = case.run(x.astype(x_dtype), None, 0)
+        assert_same_histogram(got, x.astype(x_dtype), None, int(x.max()) + 1, x_dtype,
+                              what=f"{x_dtype} skewed lane={lane} hot={hot}")
+    if np.dtype(x_dtype).kind == "i":
+        x = _values(rng, size, top, "skewed").astype(x_dtype)
+        x[size - 5] = -1
+        _assert_reference_error(case, x, rng)
+
+
+@pytest.mark.parametrize("w_dtype", [None, "float64"])
+def test_output_histogram_growth_sizes(w_dtype, omp, rng):
+    """The size of a growth (bc_grow_next): the missed value's need scaled by
+    the share of x still to come, at least that need, at most twice the
+    capacity unless the value needs more.  An ascending x (the sample sees
+    the value at 3/4 of x), a value missed just before the second sampled
+    window (the scaled need is capped), one in the last group, and the last
+    element; each with a second, larger value after it."""
+    edge = GROW_BYTES // 8
+    size = 3 * OMP_MIN_N
+    x = np.sort(_values(rng, size, 4 * edge))
+    _check_bincount("int64", w_dtype, omp, x, rng)
+    _check_bincount("int64", w_dtype, omp, np.arange(4 * edge, dtype=np.int64), rng)
+    for pos in (size // 4 - 1, size - 9, size - 1):
+        x = _values(rng, size, 2 * edge)
+        x[pos] = 3 * edge
+        _check_bincount("int64", w_dtype, omp, x, rng)
+        if pos < size - 1:
+            x[size - 1] = 7 * edge
+            _check_bincount("int64", w_dtype, omp, x, rng)
+
+
 @pytest.mark.parametrize("x_dtype", ["int64", "int32"])
 def test_output_histogram_refuses_negative_values(x_dtype, omp, rng):
     """A negative value in a group, in the tail, or after a growth: the exact
