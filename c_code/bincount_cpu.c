@@ -315,3 +315,4 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
 #undef BC_CPU_RUNS_DONE
 #undef BC_CPU_DIRECT_DONE
 #undef BC_CPU_GROW_DONE
+#undef BC_CPU_GROW_LOOPS_DONE

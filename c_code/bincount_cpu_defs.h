@@ -17,6 +17,8 @@
  *                           straight into the output;
  *   bincount_cpu_grow.h     counts into many bins, one thread: the output is
  *                           the histogram, no min/max pass;
+ *   bincount_cpu_grow_loops.h  its counting loops (counts, hot copies, runs,
+ *                           weighted sums) and their range test;
  *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
  *   bincount_cpu_acc.h      the accumulator type (shared with the fused loop,
  *                           bincount_fused_cpu_loops.h).

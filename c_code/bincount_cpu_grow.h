@@ -69,8 +69,9 @@
  * of x still to come, capped at twice the capacity: a value the sample
  * missed near the end grows the output to little more than it needs (it
  * used to double it: 1e6 values in [5e5, 9e5) and a last value of 999999,
- * int64, took 2.07 ms, now 0.89 ms, the numba loop 0.68), and an ascending x grows it once
- * (np.arange(1e6), int64: 1.35 -> 0.56 ms; the numba loop 0.46-0.47).
+ * int64, took 2.07-2.24 ms, now 0.89-0.92 ms, the numba loop 0.68-0.74),
+ * and an ascending x grows it once (np.arange(1e6), int64: 1.35-1.70 ->
+ * 0.56-0.59 ms; the numba loop 0.45-0.48; load average 0.4-0.6).
  *
  * Only the bincount form comes here (the scatter-add form knows its length
  * and keeps bincount_cpu_direct.h).
@@ -83,19 +84,9 @@
 #define BC_CPU_GROW_DONE 1
 
 #include "bincount_cpu_defs.h"
-#include "bincount_cpu_runs.h"
+#include "bincount_cpu_grow_loops.h"
 
 #if !BC_SCATTER
-
-/* Keep v in a general register: gcc otherwise loads the eight values of a
- * group into one vector register for the compares and then moves them out
- * one by one, which delays every address by a shuffle (measured 1.4 ms
- * against 0.85 ms for the plain loop at 1e6 values into 1e6 bins). */
-#if defined(__GNUC__)
-#define BC_IN_REG(v) __asm__("" : "+r"(v))
-#else
-#define BC_IN_REG(v) (void)0
-#endif
 
 /* Bins to allocate for `need` bins: a sixteenth more, so that the largest
  * value, which the sample sees nearly but rarely exactly, fits. */
@@ -103,224 +94,6 @@ static npy_intp APPLY_SPECIFIC(bc_grow_cap)(npy_uint64 need)
 {
     return (npy_intp)(need + need / 16 + 64);
 }
-
-/* Does any of the eight values x[0:8) lie outside [0, cap)?  With AVX-512
- * one unsigned compare of a vector (a negative value is a huge one); with
- * AVX2 the sign bits of the values or of a signed compare with cap - 1 (an
- * unsigned value of 2**63 or more, or 2**31 for 4-byte x, is flagged too:
- * the slow path takes it, exactly).  Without either, the largest value of
- * the group as unsigned, in general registers. */
-static int APPLY_SPECIFIC(bc_grow_group_bad)(const BC_X_T *BC_RESTRICT x, npy_intp cap)
-{
-#if defined(__AVX512F__)
-    if (sizeof(BC_X_T) == 8)
-        return _mm512_cmpge_epu64_mask(_mm512_loadu_si512((const void *)x),
-                                       _mm512_set1_epi64((long long)cap)) != 0;
-#endif
-#if BC_SIMD
-    if (sizeof(BC_X_T) == 8) {
-        const __m256i lim = _mm256_set1_epi64x((long long)(cap - 1));
-        const __m256i a = _mm256_loadu_si256((const __m256i *)x);
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(x + 4));
-        const __m256i bad = _mm256_or_si256(_mm256_or_si256(a, b),
-                                            _mm256_or_si256(_mm256_cmpgt_epi64(a, lim),
-                                                            _mm256_cmpgt_epi64(b, lim)));
-        return _mm256_movemask_pd(_mm256_castsi256_pd(bad)) != 0;
-    }
-    if (sizeof(BC_X_T) == 4) {
-        const __m256i lim = _mm256_set1_epi32((int)(cap - 1));
-        const __m256i a = _mm256_loadu_si256((const __m256i *)x);
-        const __m256i bad = _mm256_or_si256(a, _mm256_cmpgt_epi32(a, lim));
-        return _mm256_movemask_ps(_mm256_castsi256_ps(bad)) != 0;
-    }
-#endif
-    {
-        npy_uint64 v0 = (npy_uint64)x[0], v1 = (npy_uint64)x[1];
-        npy_uint64 v2 = (npy_uint64)x[2], v3 = (npy_uint64)x[3];
-        npy_uint64 v4 = (npy_uint64)x[4], v5 = (npy_uint64)x[5];
-        npy_uint64 v6 = (npy_uint64)x[6], v7 = (npy_uint64)x[7];
-        const npy_uint64 a = v0 > v1 ? v0 : v1, b = v2 > v3 ? v2 : v3;
-        const npy_uint64 c = v4 > v5 ? v4 : v5, d = v6 > v7 ? v6 : v7;
-        const npy_uint64 ab = a > b ? a : b, cd = c > d ? c : d;
-        return (ab > cd ? ab : cd) >= (npy_uint64)cap;
-    }
-}
-
-#if !BC_WEIGHTED
-/* The counting loop of the output-histogram: x[i:end) in groups of eight
- * while every value of a group lies in [0, cap).  Returns the index of the
- * first group that did not (or of the tail shorter than a group). */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
-                                             const BC_X_T *BC_RESTRICT x, npy_intp i, npy_intp end)
-{
-    for (; i + 8 <= end; i += 8) {
-        npy_uint64 v0, v1, v2, v3, v4, v5, v6, v7;
-        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
-            break;
-        v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-        v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
-        v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
-        v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
-        BC_IN_REG(v0); BC_IN_REG(v1); BC_IN_REG(v2); BC_IN_REG(v3);
-        BC_IN_REG(v4); BC_IN_REG(v5); BC_IN_REG(v6); BC_IN_REG(v7);
-        out[v0]++;
-        out[v1]++;
-        out[v2]++;
-        out[v3]++;
-        out[v4]++;
-        out[v5]++;
-        out[v6]++;
-        out[v7]++;
-    }
-    return i;
-}
-
-/* The bins [0, BC_GROW_HOT_BINS) that bc_grow_fast_hot counts in four
- * interleaved copies of its own: as many as four copies fit in the bytes of
- * BC_COPIES_MAX_BYTES (the L1 data cache). */
-#define BC_GROW_HOT_BINS ((npy_intp)(BC_COPIES_MAX_BYTES / (4 * sizeof(BC_ACC_T))))
-
-/* One element of bc_grow_fast_hot: a value below BC_GROW_HOT_BINS goes to
- * copy c of the hot bins, any other to the output (a select of the base
- * pointer, no branch). */
-#define BC_HOT_STEP(v, c)                                                                     \
-    do {                                                                                      \
-        BC_ACC_T *base_ = (v) < (npy_uint64)BC_GROW_HOT_BINS ? hot + (c)*BC_GROW_HOT_BINS : out; \
-        base_[v]++;                                                                           \
-    } while (0)
-
-/* bc_grow_fast for data where values repeat within a few elements (the
- * sample says so, and the repeats are no runs): the values below
- * BC_GROW_HOT_BINS are counted in `hot`, four copies of that many bins,
- * element j of a group into copy j % 4; the others into the output.  A value
- * that repeats one of the three before it then adds to another copy than
- * they did, so that its update does not wait on theirs (a chain of updates
- * of one bin costs a store-to-load forwarding each).  The caller adds the
- * copies into the output. */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast_hot)(BC_ACC_T *BC_RESTRICT out, BC_ACC_T *BC_RESTRICT hot,
-                                                 npy_intp cap, const BC_X_T *BC_RESTRICT x,
-                                                 npy_intp i, npy_intp end)
-{
-    for (; i + 8 <= end; i += 8) {
-        npy_uint64 v0, v1, v2, v3, v4, v5, v6, v7;
-        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
-            break;
-        v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-        v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
-        v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
-        v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
-        BC_IN_REG(v0); BC_IN_REG(v1); BC_IN_REG(v2); BC_IN_REG(v3);
-        BC_IN_REG(v4); BC_IN_REG(v5); BC_IN_REG(v6); BC_IN_REG(v7);
-        BC_HOT_STEP(v0, 0);
-        BC_HOT_STEP(v1, 1);
-        BC_HOT_STEP(v2, 2);
-        BC_HOT_STEP(v3, 3);
-        BC_HOT_STEP(v4, 0);
-        BC_HOT_STEP(v5, 1);
-        BC_HOT_STEP(v6, 2);
-        BC_HOT_STEP(v7, 3);
-    }
-    return i;
-}
-
-/* bc_grow_fast for data where runs of equal values dominate (the sample
- * says so): a group of eight inside the run in progress is added at once
- * (bc_group_equals), any other group a run at a time (BC_RUN_STEP), so that
- * no update waits on the one before it.  1e6 equal int64 values into 1e6
- * bins took 0.60 ms on the direct path (a min/max pass, then a store an
- * element), against 0.35 ms for the plain numba loop. */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast_runs)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
-                                                  const BC_X_T *BC_RESTRICT x, npy_intp i,
-                                                  npy_intp end)
-{
-    BC_ACC_T scratch[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    BC_ACC_T acc = 0;
-    npy_uint64 prev = 0; /* cap >= 64: the initial 0 is a bin */
-    for (; i + 8 <= end; i += 8) {
-        if (APPLY_SPECIFIC(bc_group_equals)(x + i, prev)) {
-            acc += 8;
-            continue;
-        }
-        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
-            break;
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i], i);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 1], i + 1);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 2], i + 2);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 3], i + 3);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 4], i + 4);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 5], i + 5);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 6], i + 6);
-        BC_RUN_STEP(BC_ACC_T, out, (npy_uint64)x[i + 7], i + 7);
-    }
-    out[prev] += acc;
-    return i;
-}
-#endif
-
-#if BC_WEIGHTED
-/* The weighted counting loop: as bc_grow_fast, adding w[i] and keeping the
- * largest value (the last non-zero sum need not be it: a weight may be 0).
- * After the range test every value lies in [0, cap), cap < 2**32, so the
- * maximum of AVX2 is taken on unsigned 32-bit lanes (the upper half of a
- * 64-bit value is 0); with AVX-512 on 64-bit lanes.  One vector maximum a
- * group: the scalar maxima cost two instructions an element.  Unlike the
- * counts' loop the values are not pinned to general registers: here that
- * measured slower (1e6 values into 1e6 float64 bins, warm output: 1.46 ms
- * pinned against 0.77 ms, the plain loop 1.30 ms; C microbenchmark, thread
- * CPU time, best of 21, load average 2.4).  *top is the largest value
- * counted so far, updated. */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast_w)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
-                                               const BC_X_T *BC_RESTRICT x,
-                                               const BC_OUT_T *BC_RESTRICT w, npy_intp wstep,
-                                               npy_intp i, npy_intp end, npy_uint64 *top)
-{
-    npy_uint64 mx = *top;
-#if defined(__AVX512F__)
-    __m512i m512 = _mm512_setzero_si512();
-#endif
-#if BC_SIMD
-    __m256i m256 = _mm256_setzero_si256();
-    npy_uint32 lanes[8];
-    int k;
-#endif
-    for (; i + 8 <= end; i += 8) {
-        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
-            break;
-#if defined(__AVX512F__)
-        if (sizeof(BC_X_T) == 8)
-            m512 = _mm512_max_epu64(m512, _mm512_loadu_si512((const void *)(x + i)));
-        else
-#endif
-#if BC_SIMD
-        if (sizeof(BC_X_T) == 8)
-            m256 = _mm256_max_epu32(m256, _mm256_max_epu32(_mm256_loadu_si256((const __m256i *)(x + i)),
-                                                           _mm256_loadu_si256((const __m256i *)(x + i + 4))));
-        else if (sizeof(BC_X_T) == 4)
-            m256 = _mm256_max_epu32(m256, _mm256_loadu_si256((const __m256i *)(x + i)));
-        else
-#endif
-        {
-            int j;
-            for (j = 0; j < 8; j++)
-                mx = (npy_uint64)x[i + j] > mx ? (npy_uint64)x[i + j] : mx;
-        }
-        BC_ADD_GROUP8(out, out, out, out, i);
-    }
-#if defined(__AVX512F__)
-    {
-        const npy_uint64 t = (npy_uint64)_mm512_reduce_max_epu64(m512);
-        mx = t > mx ? t : mx;
-    }
-#endif
-#if BC_SIMD
-    _mm256_storeu_si256((__m256i *)lanes, m256);
-    for (k = 0; k < 8; k++)
-        mx = lanes[k] > mx ? lanes[k] : mx;
-#endif
-    *top = mx;
-    return i;
-}
-#endif
 
 /* Bins of the output after value v at x[i] outgrew its `cap` bins: v's
  * need scaled by size / (i + 1), the share of x still to come (a value the
