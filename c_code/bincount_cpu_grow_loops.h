@@ -77,59 +77,34 @@ static int APPLY_SPECIFIC(bc_grow_group_bad)(const BC_X_T *BC_RESTRICT x, npy_in
 }
 
 #if !BC_WEIGHTED
-/* The counting loop of the output-histogram: x[i:end) in groups of eight
- * while every value of a group lies in [0, cap).  Returns the index of the
- * first group that did not (or of the tail shorter than a group). */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
-                                             const BC_X_T *BC_RESTRICT x, npy_intp i, npy_intp end)
-{
-    for (; i + 8 <= end; i += 8) {
-        npy_uint64 v0, v1, v2, v3, v4, v5, v6, v7;
-        if (APPLY_SPECIFIC(bc_grow_group_bad)(x + i, cap))
-            break;
-        v0 = (npy_uint64)x[i], v1 = (npy_uint64)x[i + 1];
-        v2 = (npy_uint64)x[i + 2], v3 = (npy_uint64)x[i + 3];
-        v4 = (npy_uint64)x[i + 4], v5 = (npy_uint64)x[i + 5];
-        v6 = (npy_uint64)x[i + 6], v7 = (npy_uint64)x[i + 7];
-        BC_IN_REG(v0); BC_IN_REG(v1); BC_IN_REG(v2); BC_IN_REG(v3);
-        BC_IN_REG(v4); BC_IN_REG(v5); BC_IN_REG(v6); BC_IN_REG(v7);
-        out[v0]++;
-        out[v1]++;
-        out[v2]++;
-        out[v3]++;
-        out[v4]++;
-        out[v5]++;
-        out[v6]++;
-        out[v7]++;
-    }
-    return i;
-}
-
 /* The bins [0, BC_GROW_HOT_BINS) that bc_grow_fast_hot counts in four
  * interleaved copies of its own: as many as four copies fit in the bytes of
  * BC_COPIES_MAX_BYTES (the L1 data cache). */
 #define BC_GROW_HOT_BINS ((npy_intp)(BC_COPIES_MAX_BYTES / (4 * sizeof(BC_ACC_T))))
 
-/* One element of bc_grow_fast_hot: a value below BC_GROW_HOT_BINS goes to
- * copy c of the hot bins, any other to the output (a select of the base
- * pointer, no branch). */
-#define BC_HOT_STEP(v, c)                                                                     \
-    do {                                                                                      \
-        BC_ACC_T *base_ = (v) < (npy_uint64)BC_GROW_HOT_BINS ? hot + (c)*BC_GROW_HOT_BINS : out; \
-        base_[v]++;                                                                           \
+/* One element of the counting loop: a value below BC_GROW_HOT_BINS adds to
+ * copy c of the hot bins (hot + c * stride), any other to the output (a
+ * select of the base pointer, no branch; with stride 0 and hot == out both
+ * sides are the output and the select folds away). */
+#define BC_HOT_STEP(v, c)                                                                    \
+    do {                                                                                     \
+        BC_ACC_T *base_ = (v) < (npy_uint64)BC_GROW_HOT_BINS ? hot + (c) * stride : out;     \
+        base_[v]++;                                                                          \
     } while (0)
 
-/* bc_grow_fast for data where values repeat within a few elements (the
- * sample says so, and the repeats are no runs): the values below
- * BC_GROW_HOT_BINS are counted in `hot`, four copies of that many bins,
- * element j of a group into copy j % 4; the others into the output.  A value
- * that repeats one of the three before it then adds to another copy than
- * they did, so that its update does not wait on theirs (a chain of updates
- * of one bin costs a store-to-load forwarding each).  The caller adds the
- * copies into the output. */
-static npy_intp APPLY_SPECIFIC(bc_grow_fast_hot)(BC_ACC_T *BC_RESTRICT out, BC_ACC_T *BC_RESTRICT hot,
-                                                 npy_intp cap, const BC_X_T *BC_RESTRICT x,
-                                                 npy_intp i, npy_intp end)
+/* The counting loop of the output-histogram: x[i:end) in groups of eight
+ * while every value of a group lies in [0, cap), element j of a group into
+ * copy j % 4 of the hot bins or into the output (BC_HOT_STEP).  Inlined
+ * into its two forms below, with `stride` a constant.  Returns the index of
+ * the first group that failed the test (or of the tail shorter than a
+ * group).  `out` is not restrict: bc_grow_fast passes it as `hot` too. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline npy_intp APPLY_SPECIFIC(bc_grow_groups)(BC_ACC_T *out, BC_ACC_T *hot,
+                                                      npy_intp stride, npy_intp cap,
+                                                      const BC_X_T *BC_RESTRICT x, npy_intp i,
+                                                      npy_intp end)
 {
     for (; i + 8 <= end; i += 8) {
         npy_uint64 v0, v1, v2, v3, v4, v5, v6, v7;
@@ -151,6 +126,27 @@ static npy_intp APPLY_SPECIFIC(bc_grow_fast_hot)(BC_ACC_T *BC_RESTRICT out, BC_A
         BC_HOT_STEP(v7, 3);
     }
     return i;
+}
+
+/* Counts straight into the output. */
+static npy_intp APPLY_SPECIFIC(bc_grow_fast)(BC_ACC_T *BC_RESTRICT out, npy_intp cap,
+                                             const BC_X_T *BC_RESTRICT x, npy_intp i, npy_intp end)
+{
+    return APPLY_SPECIFIC(bc_grow_groups)(out, out, 0, cap, x, i, end);
+}
+
+/* Counts for data where values repeat within a few elements (the sample
+ * says so, and the repeats are no runs): the values below BC_GROW_HOT_BINS
+ * into `hot`, four copies of that many bins, the others into the output.  A
+ * value that repeats one of the three before it then adds to another copy
+ * than they did, so that its update does not wait on theirs (a chain of
+ * updates of one bin costs a store-to-load forwarding each).  The caller
+ * adds the copies into the output. */
+static npy_intp APPLY_SPECIFIC(bc_grow_fast_hot)(BC_ACC_T *BC_RESTRICT out, BC_ACC_T *BC_RESTRICT hot,
+                                                 npy_intp cap, const BC_X_T *BC_RESTRICT x,
+                                                 npy_intp i, npy_intp end)
+{
+    return APPLY_SPECIFIC(bc_grow_groups)(out, hot, BC_GROW_HOT_BINS, cap, x, i, end);
 }
 
 /* bc_grow_fast for data where runs of equal values dominate (the sample
