@@ -3,7 +3,7 @@
 Usage, from the repository root (``make doctest`` runs it after the Sphinx
 doctest; ``tests/test_readme.py`` in the test-suite)::
 
-    .venv/bin/python tests/readme_examples.py
+    .venv/bin/python tests/readme_examples.py [--readme PATH]
 
 The README's examples are plain reStructuredText doctest blocks (``>>>``),
 which a code host renders as code; each belongs to the section it stands in.
@@ -59,6 +59,10 @@ def run(kind: str, path: str = README) -> doctest.TestResults:
 
 
 def main(argv: List[str]) -> int:
+    """``[--readme PATH] [--in-process cpu|gpu]``: exit status 0 when every example passed."""
+    path = README
+    if argv[:1] == ["--readme"]:
+        path, argv = os.path.abspath(argv[1]), argv[2:]
     if argv[:1] == ["--in-process"]:
         kind = argv[1]
         if kind == "gpu":
@@ -68,7 +72,7 @@ def main(argv: List[str]) -> int:
             if not ok or os.environ.get("AESARA_BINCOUNT_EMULATED_GPU") != "1":
                 print(f"readme_examples: no emulated GPU in this process ({why})")
                 return 1
-        result = run(kind)
+        result = run(kind, path)
         print(f"readme_examples: {SECTIONS[kind]}: {result.attempted} examples, {result.failed} failed")
         return 1 if result.failed or not result.attempted else 0
 
@@ -84,7 +88,7 @@ def main(argv: List[str]) -> int:
                 print(f"readme_examples: the GPU example cannot run: {problem}")
                 return 1
             env = build.environment(build.build())
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--in-process", kind],
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--readme", path, "--in-process", kind],
                               cwd=ROOT, env=env)
         status = status or proc.returncode
     return status

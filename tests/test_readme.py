@@ -4,7 +4,9 @@ Its examples run through ``tests/readme_examples.py`` (what ``make doctest``
 runs): the CPU one here, the GPU one on the CPU emulation of the GPU.  It
 renders as PyPI renders a long description (``readme_renderer``, from the
 ``docs`` extra) and as docutils does with warnings as errors.  The version
-that the changelog names last is the package's and setup.py's.
+that the changelog names last is the package's and setup.py's.  The tests
+that need docutils (from the ``docs`` extra, which ``make test`` installs)
+carry the ``docs`` mark.
 """
 import importlib.util
 import os
@@ -59,6 +61,7 @@ def test_readme_renders_as_pypi_renders_it():
     assert "GpuBincount" in html and "<table" in html
 
 
+@pytest.mark.docs
 def test_readme_has_no_docutils_warning():
     from docutils.core import publish_doctree
     from docutils.utils import SystemMessage
@@ -69,6 +72,7 @@ def test_readme_has_no_docutils_warning():
         pytest.fail(f"README.rst: {exc}")
 
 
+@pytest.mark.docs
 def test_docutils_check_catches_a_broken_readme():
     """The check above fails on a planted fault (an inline literal left open)."""
     from docutils.core import publish_doctree
@@ -78,6 +82,7 @@ def test_docutils_check_catches_a_broken_readme():
         publish_doctree(text() + "\nSee ``make docs.\n", settings_overrides={"halt_level": 2, "report_level": 5})
 
 
+@pytest.mark.docs
 def test_readme_examples_run_the_gpu_one_on_the_emulation():
     """``make doctest``'s check of the README: both sections run, nothing is skipped."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "readme_examples.py")],
@@ -89,21 +94,22 @@ def test_readme_examples_run_the_gpu_one_on_the_emulation():
         assert ran and int(ran.group(1)) >= 5, out[-3000:]
 
 
+@pytest.mark.docs
 def test_readme_examples_fail_on_a_wrong_gpu_result(tmp_path):
-    """A planted fault in the GPU example's expected output is reported."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import readme_examples
-
+    """Planted faults: a wrong expected GPU result, and the GPU example run without the emulation."""
+    script = os.path.join(ROOT, "tests", "readme_examples.py")
     bad = tmp_path / "README.rst"
     bad.write_text(text().replace("array([1, 2, 0, 3])", "array([1, 2, 0, 4])"), encoding="utf-8")
-    found = readme_examples.examples(str(bad))
-    assert len(found["cpu"]) == 1 and len(found["gpu"]) == 1
-    assert "array([1, 2, 0, 4])" in found["gpu"][0][1]
-    # Run on the CPU, without a GPU, the GPU example fails whatever it expects.
+    proc = subprocess.run([sys.executable, script, "--readme", str(bad)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and re.search(r"Example on the GPU: \d+ examples, 1 failed", out), out[-3000:]
+    assert re.search(r"Example on the CPU: \d+ examples, 0 failed", out), out[-3000:]
+    # On the CPU, without the emulation, the GPU example fails whatever it expects.
     env = {k: v for k, v in os.environ.items() if k != "AESARA_BINCOUNT_EMULATED_GPU"}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "readme_examples.py"), "--in-process", "gpu"],
+    proc = subprocess.run([sys.executable, script, "--in-process", "gpu"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "no emulated GPU" in proc.stdout, proc.stdout + proc.stderr
 
 
 def version_of_changelog():
