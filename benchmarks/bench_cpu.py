@@ -29,7 +29,10 @@ with one fresh CPU-burning process per core.
 Results go to ``benchmarks/results/<name>.md`` (a table, and the targets of
 issue 13 marked met or not) and ``.json`` (the raw figures, read by
 ``benchmarks/plot.py``); ``--plot`` redraws the plots, ``--readme`` the
-figures in README.rst.  ``make bench`` does all of it.  ``--quick`` runs a
+figures in README.rst and the run's words under its headline plot, with the
+targets of issue 14 from the ``bench_rows.py`` run that ``--rows`` names
+(else the newest).  ``make bench`` runs ``bench_rows.py`` and then all of it,
+so that every plot and the README's figures come from the same runs.  ``--quick`` runs a
 small grid (N=1e6), ``--report`` that grid and every target cell of issues
 13 and 21; ``--tiny`` a grid of tiny sizes that only checks that the script
 runs (the test-suite runs it).

@@ -50,6 +50,10 @@ def _bar_texts(ax, values, texts, log: bool = False) -> None:
     if log:
         lo, hi = low / 1.6, top * 1.15
         ax.set_xlim(lo, hi)
+        ticker = _ticker()  # ticks at 1, 2, 5 x 10^k, written as numbers; no minor labels
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         span = math.log(hi / lo)
         long_bar = [math.log(v / lo) > 0.6 * span for v in values]
     else:
