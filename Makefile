@@ -100,13 +100,16 @@ $(BENCH_STAMP): $(STAMP)
 	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
-## The CPU benchmark (about 15 minutes on 2 cores; run it on a quiet machine):
-## the grid and the busy-cores scenario, the table with the targets of issue 13
-## (benchmarks/results/cpu-dev.md / .json), the plots (docs/_static/) and the
-## figures in README.rst, all from one run.
+## The CPU benchmarks (about 15 minutes on 2 cores; run them on a quiet machine):
+## the scatter-add of rows (benchmarks/results/$(ROWS_NAME).md / .json and
+## docs/_static/rows.png), then the grid and the busy-cores scenario, the table
+## with the targets of issue 13 (benchmarks/results/cpu-dev.md / .json), the
+## plots (docs/_static/) and the figures in README.rst, which name both runs:
+## every plot is redrawn from the run whose figures the README shows.
+ROWS_NAME ?= rows-dev
 bench: $(BENCH_STAMP)
-	$(PY) benchmarks/bench_cpu.py --plot --readme $(BENCH_ARGS)
-	$(PY) benchmarks/bench_rows.py --plot $(ROWS_BENCH_ARGS)
+	$(PY) benchmarks/bench_rows.py --plot --name $(ROWS_NAME) $(ROWS_BENCH_ARGS)
+	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)
@@ -120,9 +123,11 @@ docs: $(DOCS_STAMP)
 	$(SPHINX) -b html docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
 
-## Run the code examples of the documentation (also part of make test).
+## Run the code examples of the documentation and the README's two (the GPU one
+## on the CPU emulation of the GPU; also part of make test).
 doctest: $(DOCS_STAMP)
 	$(SPHINX) -b doctest docs docs/_build/doctest
+	$(PY) tests/readme_examples.py
 
 ## Redraw the plots in docs/_static/ from benchmarks/results/ (or PLOT_ARGS files).
 PLOT_ARGS ?=

@@ -45,7 +45,9 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
         "bench": ["numba", "matplotlib"],
         # make docs builds with warnings as errors: new major releases may add warnings.
-        "docs": ["sphinx>=8,<10", "furo>=2024.8", "numpydoc>=1.8,<2", "matplotlib>=3.7"],
+        # readme_renderer: the README renders as PyPI renders it (tests/test_readme.py).
+        "docs": ["sphinx>=8,<10", "furo>=2024.8", "numpydoc>=1.8,<2", "matplotlib>=3.7",
+                 "readme_renderer>=43"],
     },
     classifiers=[
         "Programming Language :: Python :: 3.10",

@@ -215,7 +215,8 @@ def main(argv=None) -> int:
     print(
         f"load average: {load:.2f}"
         + (
-            " (other processes are using the cores: the OpenMP rows share them, see README)"
+            " (other processes are using the cores: the OpenMP rows share them;"
+            " see docs/performance.rst, Busy cores)"
             if busy
             else ""
         )

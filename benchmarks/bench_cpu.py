@@ -29,17 +29,17 @@ with one fresh CPU-burning process per core.
 Results go to ``benchmarks/results/<name>.md`` (a table, and the targets of
 issue 13 marked met or not) and ``.json`` (the raw figures, read by
 ``benchmarks/plot.py``); ``--plot`` redraws the plots, ``--readme`` the
-figures in README.rst.  ``make bench`` does all of it.  ``--quick`` runs a
+figures in README.rst and the run's words under its headline plot, with the
+targets of issue 14 from the ``bench_rows.py`` run that ``--rows`` names
+(else the newest).  ``make bench`` runs ``bench_rows.py`` and then all of it,
+so that every plot and the README's figures come from the same runs.  ``--quick`` runs a
 small grid (N=1e6), ``--report`` that grid and every target cell of issues
 13 and 21; ``--tiny`` a grid of tiny sizes that only checks that the script
 runs (the test-suite runs it).
 """
 import argparse
-import datetime
 import json
 import os
-import platform
-import socket
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,12 +52,13 @@ import aesara  # noqa: E402
 from aesara.compile.mode import get_default_mode  # noqa: E402
 from aesara.tensor.extra_ops import bincount  # noqa: E402
 
-import aesara_bincount  # noqa: E402
+import bench_rows  # noqa: E402
 import busy  # noqa: E402
 import cpu_report  # noqa: E402
 import peers  # noqa: E402
 from aesara_bincount import Bincount  # noqa: E402
 from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
+from run_info import machine_info  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
@@ -160,39 +161,6 @@ def run_cell(fns, extra, n, bins, dist, dtype, weighted, rng, budget=None):
     return interleaved_times(cands, one_thread=[k for k in ONE_THREAD if k in cands], budget_s=budget)
 
 
-def machine_info():
-    info = {
-        "host": socket.gethostname(),
-        "cpu": _cpu_name(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "aesara": aesara.__version__,
-        "aesara_bincount": aesara_bincount.__version__,
-        "omp_threads": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count())),
-        "date": datetime.date.today().isoformat(),
-        "load": f"{load_average()[0]:.1f}",
-        "lead_in": True,  # interleaved_times's lead-in calls (recorded for the tables' text)
-    }
-    for mod in ("numba", "torch"):
-        try:
-            info[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
-            pass
-    return info
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def grid(kind):
     """The cells (n, bins, dist, dtype, weighted) of a run, and a time budget per candidate."""
     if kind == "tiny":
@@ -244,6 +212,9 @@ def main(argv=None):
     p.add_argument("--plot-out", default=None, help="folder for the plots (default docs/_static)")
     p.add_argument("--readme", nargs="?", const=os.path.join(ROOT, "README.rst"), default=None,
                    metavar="RST", help="also rewrite the figures in README.rst (or RST)")
+    p.add_argument("--rows", metavar="JSON", default=None,
+                   help="the bench_rows.py run whose issue-14 targets the README shows "
+                        "(default: the newest rows-*.json in benchmarks/results)")
     p.add_argument("--busy-rounds", type=int, default=3, help="rounds with busy cores (0: none)")
     p.add_argument(
         "--table-from", metavar="JSON", default=None,
@@ -257,7 +228,7 @@ def main(argv=None):
         with open(md, "w") as f:
             f.write(cpu_report.markdown(saved))
         if args.readme:
-            cpu_report.write_readme(args.readme, saved, _rel(md), *rows_targets())
+            cpu_report.write_readme(args.readme, saved, _rel(md), *rows_targets(args.rows))
         print(md)
         return
 
@@ -310,27 +281,26 @@ def main(argv=None):
 
         plot.main([stem + ".json"] + (["--out", args.plot_out] if args.plot_out else []))
     if args.readme:
-        cpu_report.write_readme(args.readme, data, _rel(stem + ".md"), *rows_targets())
+        cpu_report.write_readme(args.readme, data, _rel(stem + ".md"), *rows_targets(args.rows))
 
 
-def rows_targets():
-    """The targets of issue 14 from the newest committed run of bench_rows.py.
+def rows_targets(path=None):
+    """The targets of issue 14 from a run of bench_rows.py: ``path``, else the newest committed one.
 
     Returns ``(targets, path)``, or ``(None, None)`` when there is none.  The
-    newest is the one with the latest date, then the last name.
+    newest is the one with the latest date and time, then the last name.
     """
     import glob
 
     runs = []
-    for path in glob.glob(os.path.join(HERE, "results", "rows-*.json")):
-        with open(path) as f:
+    for p in [path] if path else glob.glob(os.path.join(HERE, "results", "rows-*.json")):
+        with open(p) as f:
             saved = json.load(f)
-        runs.append((saved["machine"].get("date", ""), os.path.basename(path), path, saved))
+        m = saved["machine"]
+        runs.append((m.get("date", ""), m.get("time", ""), os.path.basename(p), p, saved))
     if not runs:
         return None, None
-    _, _, path, saved = max(runs)
-    import bench_rows  # noqa: E402  (it imports this module: loaded only here)
-
+    *_, path, saved = max(runs)
     return bench_rows.targets_judged(saved["rows"], saved["machine"]), _rel(path)
 
 

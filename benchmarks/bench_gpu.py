@@ -34,7 +34,8 @@ whole call over the floor); "GpuBincount call" is a whole ``bincount_cupy``
 call on the device timeline, including its one synchronization.
 
 Sizes and repeats (the device time of ``scripts/gpu_check.sh`` is planned
-from them, README "Running the GPU check"): :data:`CASES` (8 rows) and the
+from them: docs/development.rst, "Running the GPU check on a lent
+machine"): :data:`CASES` (8 rows) and the
 seed case, ``--repeat`` 20 device-timed calls per candidate after 3 warm-up
 calls, 1 GiB copy for the bandwidth; ``--small`` (the dry run): 2 rows of
 20,000 values.

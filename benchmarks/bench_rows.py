@@ -49,7 +49,7 @@ import aesara_bincount  # noqa: E402,F401
 from aesara_bincount import ScatterAdd  # noqa: E402
 import peers  # noqa: E402
 from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
-from bench_cpu import machine_info  # noqa: E402
+from run_info import machine_info  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 IMPLS = ["aesara", "ours_omp_off", "ours_omp_on", "np_add_at", "numba", "torch_1thread", "read"]

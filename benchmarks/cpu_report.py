@@ -18,6 +18,7 @@ wall times and the load average at its start.
 import re
 from typing import Dict, List, Optional, Tuple
 
+from run_info import run_words
 from sizes import size_text
 
 #: The issues' targets: a cell (N, bins, dist, dtype of x, float64 weights)
@@ -297,6 +298,9 @@ def markdown(data: dict) -> str:
 # -- the README's figures ------------------------------------------------------------
 BEGIN = ".. bench-figures: begin"
 END = ".. bench-figures: end"
+#: The markers of the run's words under the README's headline plot.
+RUN_BEGIN = ".. bench-run: begin"
+RUN_END = ".. bench-run: end"
 _README_CELLS = [
     ("x: 1e6 int64, 1000 bins (the seed case)", SEED + (False,)),
     ("the same, float64 weights", SEED + (True,)),
@@ -311,9 +315,10 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
                  rows_source: Optional[str] = None) -> str:
     """The README's figures (reStructuredText), between its markers.
 
-    The table of figures of a few cells, then every target of issues 13 and
-    21 marked met or not, and, given ``rows_targets`` (from
-    ``bench_rows.targets_judged``), those of issue 14.
+    The run (:func:`run_info.run_words` and its id, as the plots' feet and
+    metadata give them), the table of figures of a few cells, then how many
+    targets of issues 13 and 21 are met (each is listed in ``source``) and,
+    given ``rows_targets`` (from ``bench_rows.targets_judged``), of issue 14.
     """
     m = data["machine"]
     old = not any(r.get("cpu_ms") for r in data["rows"])
@@ -345,23 +350,16 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
              + ", best of 3 rounds of the round's median")
     out = [BEGIN, "", f"Measured with ``make bench`` on {m['cpu']}, {m['cores']} cores, "
            f"Python {m['python']}, numpy {m['numpy']}, Aesara {m['aesara']}, numba {m.get('numba', '-')}, "
-           f"torch {m.get('torch', '-')}, {m['date']}"
-           + (f" (load average {m['load']} at the start)" if m.get("load") else "")
+           f"torch {m.get('torch', '-')}, in the {run_words(m)} (run id ``{m.get('run_id', 'none')}``, "
+           "the plots' too)"
            + f"; {clock}; ``x`` in an ``aesara.shared`` variable.  The whole grid, with the load "
            f"average of each cell, is in ``{source}``.", ""]
     if body:
         out += rst_table(head, body)
-    verdicts = [(t["target"], "-" if t["value"] is None else (
-        f"{t['value']:.2f}" if isinstance(t["value"], float) else str(t["value"])), t["clock"],
-        "n/a" if t["met"] is None else ("met" if t["met"] else "not met")) for t in targets(data)]
-    out += ["Targets of issues 13 and 21 (judged on CPU time, or on wall time at a load below 1 "
-            "per core; n/a: not judged):", ""]
-    out += rst_table(["target", "measured", "clock", "verdict"], [list(v) for v in verdicts])
+    out += [targets_line("issues 13 and 21", [t["met"] for t in targets(data)], source), ""]
     if rows_targets:
-        out += [f"Targets of issue 14, the scatter-add of rows (``{rows_source}``):", ""]
-        out += rst_table(["target", "ratio", "clock", "verdict"], [
-            [f"{t['cell']}: {t['what']}", "-" if t["ratio"] is None else f"{t['ratio']:.2f}", t["clock"],
-             "n/a" if t["met"] is None else ("met" if t["met"] else "not met")] for t in rows_targets])
+        out += [targets_line("issue 14 (the scatter-add of rows)", [t["met"] for t in rows_targets],
+                             rows_source.replace(".json", ".md")), ""]
     busy = {c: v for c, v in busy_summary(data).items() if v["worst"] is not None}
     if busy:
         rounds = max(len(v["busy"]) for v in busy.values())
@@ -373,15 +371,32 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
     return "\n".join(out)
 
 
+def targets_line(issues: str, verdicts: List[Optional[bool]], source: str) -> str:
+    """One sentence counting the targets of ``issues`` met, not met and not judged."""
+    met = sum(v is True for v in verdicts)
+    missed = sum(v is False for v in verdicts)
+    unjudged = len(verdicts) - met - missed
+    return (f"Targets of {issues}: {met} of {len(verdicts)} met, {missed} not met"
+            + (f", {unjudged} not judged" if unjudged else "") + f" (the list: ``{source}``).")
+
+
+def run_block(data: dict) -> str:
+    """The README's words under the headline plot: the run it and the figures come from."""
+    m = data["machine"]
+    return "\n".join([RUN_BEGIN, "", f"Drawn from the {run_words(m)} (run id ``{m.get('run_id', 'none')}``), "
+                      "the run of the figures below; its foot says the same.", "", RUN_END])
+
+
 def write_readme(path: str, data: dict, source: str, rows_targets: Optional[List[dict]] = None,
                  rows_source: Optional[str] = None) -> None:
-    """Replace the figures between the markers of the README at ``path``."""
+    """Replace the figures, and the run under the headline plot, between the README's markers."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{path}: no '{BEGIN}' ... '{END}' markers")
-    block = readme_block(data, source, rows_targets, rows_source)
-    text = pattern.sub(lambda _: block, text)
+    for begin, end, block in ((BEGIN, END, readme_block(data, source, rows_targets, rows_source)),
+                              (RUN_BEGIN, RUN_END, run_block(data))):
+        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise ValueError(f"{path}: no '{begin}' ... '{end}' markers")
+        text = pattern.sub(lambda _: block, text)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -33,7 +33,11 @@ Output, in ``--out`` (default ``docs/_static/``):
     entry per PNG with its kind, alt text, caption, results files and date.  A GPU plot appears in
     the documentation only when it is listed here.
 
-Every plot names the machine, the versions and the date of its run, and draws
+Every plot names the machine, the versions and its run (date, time and load
+average: ``run_info.run_words``, the words the README's figures print too),
+stores the run's id and a digest of the figures it shows in the PNG's
+metadata (``tests/test_plots_fresh.py`` checks them against the results
+files), and draws
 the memory-bandwidth floor: the time of one streaming read of ``x`` (the
 ``read`` entry), below which no implementation can go.
 
@@ -76,6 +80,7 @@ from plot_data import (  # noqa: E402,F401  (re-exported: the names of plot.py b
     merge,
     select,
 )
+from run_info import run_words  # noqa: E402
 from plot_draw import (  # noqa: E402,F401
     ROWS_COLORS,
     _drawing,
@@ -163,6 +168,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
                     )
                 )
     headline = os.path.join(args.out, "headline.png")
+    headline_base = given.get("cpu") or given.get("gpu")
     if plot_headline(given.get("cpu"), given.get("gpu"), headline, args.note):
         written.append(headline)
         sources = [_relpath(p) for d in given.values() for p in d["paths"]]
@@ -177,7 +183,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
                     "time per call of each implementation, counts and float64-weighted "
                     "sums ("
                     + clock_text([r for d in given.values() for r in d["rows"]])
-                    + "). Data: " + ", ".join(f"``{s}``" for s in sources) + "."
+                    + "). Measured in the " + run_words(headline_base["machine"])
+                    + ". Data: " + ", ".join(f"``{s}``" for s in sources) + "."
                     + (f" {args.note[0].upper()}{args.note[1:]}." if args.note else "")
                 ),
                 sources=sources,

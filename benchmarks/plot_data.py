@@ -26,7 +26,10 @@ with ``gpu``.
     Strings describing the run.  Used when present: ``cpu``, ``cores``,
     ``omp_threads``, ``gpu`` (the device name), ``driver``/``cuda``,
     ``python``, ``numpy``, ``aesara``, ``aesara_bincount``, ``numba``,
-    ``torch``, ``cupy``, and ``date`` (ISO ``YYYY-MM-DD``).
+    ``torch``, ``cupy``, ``date`` (ISO ``YYYY-MM-DD``), and, from
+    ``run_info.machine_info``, ``time`` (UTC ``HH:MM``), ``load`` (the load
+    average at the start) and ``run_id``: the foot of every plot names the
+    run in :func:`run_info.run_words`, and the PNG's metadata holds its id.
 ``rows``
     One object per cell: ``n`` (int, elements of x), ``bins`` (int, the bin
     count), ``dist`` (``"uniform"``, ``"all-equal"`` or ``"zipf"``),
@@ -38,7 +41,7 @@ with ``gpu``.
     (``numpy.bincount`` on the host) is the baseline of the ratios and
     ``read`` the floor; both are required.  Other names are drawn as they
     come; these get readable labels: ``aesara``, ``bincount_omp_off``,
-    ``bincount_omp_on``, ``numba``, ``torch_1thread`` (CPU, written by
+    ``bincount_omp_on``, ``numba``, ``numba_max``, ``torch_1thread`` (CPU, written by
     ``bench_cpu.py``) and ``gpu_kernel`` (one histogram pass on the device),
     ``gpu_call`` (a whole GpuBincount call, with its one sync),
     ``gpu_bincount`` (the compiled Aesara function with the GPU rewrite, x in
@@ -54,6 +57,7 @@ import os
 from typing import List, Optional, Sequence, Tuple
 
 from cpu_report import times  # noqa: F401  (the figures a row is drawn by: CPU time where recorded)
+from run_info import run_words
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,6 +69,7 @@ LABELS = {
     "numpy": "numpy.bincount",
     "aesara": "Aesara's own graph",
     "numba": "numba @njit loop",
+    "numba_max": "numba loop that also finds the bins (x.max())",
     "torch_1thread": "torch.bincount, 1 thread",
     "bincount_omp_off": "Bincount, OpenMP off",
     "bincount_omp_on": "Bincount, OpenMP on",
@@ -80,6 +85,7 @@ COLORS = {
     "numpy": "#4c72b0",
     "aesara": "#8c8c8c",
     "numba": "#dd8452",
+    "numba_max": "#f0b27a",
     "torch_1thread": "#937860",
     "bincount_omp_off": "#55a868",
     "bincount_omp_on": "#1b5e20",
@@ -247,7 +253,7 @@ def _relpath(path: str) -> str:
 
 
 def machine_parts(data: dict) -> Tuple[str, str, str]:
-    """The machine, the versions and the date of a run, as three strings."""
+    """The machine, the versions and the run (:func:`run_info.run_words`), as three strings."""
     m = data["machine"]
     machine = []
     if data["kind"] == "gpu" and m.get("gpu"):
@@ -273,7 +279,7 @@ def machine_parts(data: dict) -> Tuple[str, str, str]:
         ("cupy", "CuPy"),
     )
     versions = ", ".join(f"{name} {m[k]}" for k, name in names if m.get(k))
-    return "; ".join(machine) or "machine unknown", versions, str(m.get("date", "date unknown"))
+    return "; ".join(machine) or "machine unknown", versions, run_words(m)
 
 
 def machine_line(data: dict) -> str:
@@ -286,7 +292,7 @@ def _sources(data: dict) -> str:
 
 
 def footer(data: dict, note: str = "") -> str:
-    """Three lines for the foot of a plot: machine, versions and date, data file."""
+    """Three lines for the foot of a plot: machine, versions, the run in words and its data file."""
     machine, versions, date = machine_parts(data)
     last = f"{date}; data: {_sources(data)}" + (f"; {note}" if note else "")
     return "\n".join(p for p in (machine, versions, last) if p)

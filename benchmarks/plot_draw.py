@@ -6,10 +6,12 @@ manifest); the data come from ``plot_data.py`` (reading, labels, footers);
 :func:`_drawing`.  matplotlib is imported when a plot is drawn, with the Agg
 backend.
 """
+import math
 from typing import Dict, List, Optional, Tuple
 
-from plot_data import (COLORS, HEADLINE, _bins_text, _n_text, clock_text, footer, implementations, label,
-                       select, times)
+from plot_data import (COLORS, HEADLINE, _bins_text, _n_text, _relpath, clock_text, footer, implementations,
+                       label, select, times)
+from run_info import png_metadata
 
 
 def _plt():
@@ -27,10 +29,43 @@ def _ticker():
     return ticker
 
 
-def _save(fig, path: str) -> None:
-    # No software/date metadata: re-running on the same data gives the same file.
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+def _save(fig, path: str, data: dict) -> None:
+    """Write ``fig`` with the run of ``data`` (its results file) in the PNG's metadata.
+
+    No software/date metadata: re-running on the same data gives the same file.
+    """
+    meta = png_metadata(data, ", ".join(_relpath(p) for p in data.get("paths", [])))
+    fig.savefig(path, dpi=110, metadata={"Software": None, **meta})
     _plt().close(fig)
+
+
+def _bar_texts(ax, values, texts, log: bool = False) -> None:
+    """Write ``texts`` at the ends of horizontal bars, inside the long ones, and fit the axis.
+
+    A text that would run past the longest bar goes inside its bar (white,
+    right-aligned), so the axis ends just past the data rather than leaving
+    room for the texts.
+    """
+    top, low = max(values), min(values)
+    if log:
+        lo, hi = low / 1.6, top * 1.15
+        ax.set_xlim(lo, hi)
+        ticker = _ticker()  # ticks at 1, 2, 5 x 10^k, written as numbers; no minor labels
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        span = math.log(hi / lo)
+        long_bar = [math.log(v / lo) > 0.6 * span for v in values]
+    else:
+        ax.set_xlim(0, top * 1.04)
+        long_bar = [v > 0.55 * top for v in values]
+    for y, (v, text, inside) in enumerate(zip(values, texts, long_bar)):
+        if inside:
+            x = v / 1.05 if log else v - top * 0.01
+            ax.text(x, y, text, va="center", ha="right", fontsize=7.5, color="white", fontweight="bold")
+        else:
+            x = v * 1.05 if log else v + top * 0.01
+            ax.text(x, y, text, va="center", ha="left", fontsize=7.5)
 
 
 def _style(key: str) -> dict:
@@ -90,10 +125,15 @@ def _line_plot(data, path, rows, panel_by, x_by, title, ylabel, note, keys, valu
         ax.set_yscale("log")
         if len(cell) == 1:
             ax.set_xlim(cell[0][x_by] / 3, cell[0][x_by] * 3)
+        # Ticks at the measured sizes only, written as the grid writes them.
+        xs = sorted({r[x_by] for r in cell})
+        ax.set_xticks(xs)
+        ax.set_xticklabels([_n_text(v) if x_by == "n" else _bins_text(v) for v in xs])
+        ax.xaxis.set_minor_locator(_ticker().NullLocator())
         decorate(ax, panel)
     axes[0].set_ylabel(ylabel)
     _legend(fig, axes)
-    _save(fig, path)
+    _save(fig, path, data)
     return path
 
 
@@ -110,8 +150,9 @@ def plot_time_vs_n(data: dict, path: str, dist: str, dtype: str, note: str = "")
 
     return _line_plot(
         data, path, rows, "bins", "n",
-        f"{data['kind'].upper()}: time per call against N (x {dtype}, {dist} in [0, bins), counts)",
-        f"median ms per call (log)\n{clock_text(rows)}", note, implementations(rows),
+        f"{data['kind'].upper()}: time per call against N (x {dtype}, {dist} in [0, bins), counts)\n"
+        f"Times: {clock_text(rows)}",
+        "median ms per call (log)", note, implementations(rows),
         lambda r, k: times(r)[k],
         lambda k: label(k, data["machine"], data["kind"]), decorate,
     )
@@ -143,8 +184,8 @@ def plot_speedup_vs_bins(
     return _line_plot(
         data, path, rows, "n", "bins",
         f"{data['kind'].upper()}: speed-up over numpy.bincount against the bin count "
-        f"(x {dtype}, {dist}, counts)",
-        f"numpy time / time (higher is faster)\n{clock_text(rows)}", note,
+        f"(x {dtype}, {dist}, counts)\nTimes: {clock_text(rows)}",
+        "numpy time / time (higher is faster)", note,
         [k for k in implementations(rows) if k != "numpy"],
         lambda r, k: times(r)["numpy"] / times(r)[k], label_of, decorate,
     )
@@ -157,6 +198,8 @@ def _ms_text(ms: float) -> str:
 def _versus(numpy_ms: float, ms: float, key: str) -> str:
     if key == "numpy":
         return "(baseline)"
+    if key == "read":
+        return "(no implementation can go below)"
     if ms <= numpy_ms:
         return f"({numpy_ms / ms:.1f}x faster)"
     return f"({ms / numpy_ms:.1f}x slower)"
@@ -193,7 +236,8 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
     clock = clock_text([r for d in (cpu, gpu) if d is not None for r in d["rows"]])
     fig.suptitle(
         "Seed case: 1,000,000 int64 values uniform in [0, 1000), x in aesara.shared "
-        "(median ms per call; shorter is faster; ratios against numpy.bincount)",
+        "(median ms per call; shorter is faster; ratios against numpy.bincount)\n"
+        f"Times: {clock}",
         fontsize=10,
     )
     for ax, (title, bars) in zip(axes, panels):
@@ -210,23 +254,19 @@ def plot_headline(cpu: Optional[dict], gpu: Optional[dict], path: str, note: str
                 rect.set_hatch(hatch)
         top, low = max(values), min(values)
         log = top / max(low, 1e-9) > 100  # GPU bars next to CPU ones
-        for y, (v, key) in enumerate(zip(values, [b[2] for b in bars][::-1])):
-            x_text = v * 1.15 if log else v + top * 0.01
-            ax.text(x_text, y, f"{_ms_text(v)} ms  {_versus(numpy_ms, v, key)}", va="center", fontsize=8)
+        keys = [b[2] for b in bars][::-1]
         if log:
             ax.set_xscale("log")
-            ax.set_xlim(low / 2, top * 30)
-        else:
-            ax.set_xlim(0, top * 1.75)
+        _bar_texts(ax, values, [f"{_ms_text(v)} ms {_versus(numpy_ms, v, k)}" for v, k in zip(values, keys)], log)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("median ms per call" + (" (log)" if log else "") + f"\n{clock}")
+        ax.set_xlabel("median ms per call" + (" (log)" if log else ""))
         ax.tick_params(axis="y", labelsize=8)
     foot = footer(base, note)
     if gpu is not None and base is not gpu:
         foot += "\nGPU run: " + footer(gpu).replace("\n", "; ")
     fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.028 * foot.count("\n"), 1, 0.93))
-    _save(fig, path)
+    _save(fig, path, base)
     return path
 
 
@@ -271,10 +311,8 @@ def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
         for bar, key in zip(bars, keys):
             if key == "read":
                 bar.set_hatch("//")
-        for y, v in enumerate(values):
-            ax.text(v * 1.1, y, _ms_text(v), va="center", fontsize=7)
         ax.set_xscale("log")
-        ax.set_xlim(min(values) / 2, max(values) * 8)
+        _bar_texts(ax, values, [_ms_text(v) for v in values], log=True)
         width = "" if r["width"] == 1 else f" x {r['width']}"
         ax.set_title(
             f"{r['form']}: {_n_text(r['n'])} rows into {_n_text(r['nrows'])}{width}, {r['dtype']}",
@@ -286,7 +324,7 @@ def plot_rows(data: dict, path: str, labels: Dict[str, str]) -> str:
     foot = footer(data)
     fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.02 * foot.count("\n"), 1, 0.95))
-    _save(fig, path)
+    _save(fig, path, data)
     return path
 
 
@@ -295,4 +333,4 @@ def _drawing():
     from types import SimpleNamespace
 
     return SimpleNamespace(_plt=_plt, label=label, COLORS=COLORS, footer=footer, _save=_save,
-                           _ms_text=_ms_text)
+                           _ms_text=_ms_text, _bar_texts=_bar_texts)

@@ -12,6 +12,7 @@
 from typing import Optional
 
 import cpu_report
+from run_info import run_words
 
 #: Bars of the targets plot, in order.
 BARS = ("numpy", "numba", "torch_1thread", "bincount_omp_off", "bincount_omp_on", "read")
@@ -41,11 +42,9 @@ def plot_targets(data: dict, path: str, plot) -> Optional[str]:
                 rect.set_facecolor("white")
                 rect.set_edgecolor("black")
                 rect.set_hatch("//")
-        top = max(values)
-        for y, (v, k) in enumerate(zip(values, keys)):
-            ratio = "" if k == "bincount_omp_off" else f"  {v / ms['bincount_omp_off']:.2f}x"
-            ax.text(v + top * 0.02, y, f"{plot._ms_text(v)}{ratio}", va="center", fontsize=7)
-        ax.set_xlim(0, top * 1.6)
+        plot._bar_texts(ax, values, [
+            plot._ms_text(v) + ("" if k == "bincount_omp_off" else f"  {v / ms['bincount_omp_off']:.2f}x")
+            for v, k in zip(values, keys)])
         goal = ", ".join(f">= {v}x {k}" for k, v in need.items())
         ax.set_title(f"{text}\n(target: {goal})", fontsize=8)
         ax.set_xlabel("median ms per call", fontsize=8)
@@ -56,7 +55,7 @@ def plot_targets(data: dict, path: str, plot) -> Optional[str]:
     foot = plot.footer(data)
     fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.03 * foot.count("\n"), 1, 0.93))
-    plot._save(fig, path)
+    plot._save(fig, path, data)
     return path
 
 
@@ -97,7 +96,7 @@ def plot_busy(data: dict, path: str, plot) -> Optional[str]:
     foot = plot.footer(data)
     fig.text(0.01, 0.01, foot, fontsize=7, color="#444444", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.03 * foot.count("\n"), 1, 1))
-    plot._save(fig, path)
+    plot._save(fig, path, data)
     return path
 
 
@@ -123,7 +122,7 @@ def captions(data: dict, source: str) -> dict:
 
 def plot_machine(data: dict) -> str:
     m = data["machine"]
-    return f"{m.get('cpu', 'unknown CPU')}, {m.get('cores', '?')} cores, {m.get('date', '')}"
+    return f"{m.get('cpu', 'unknown CPU')}, {m.get('cores', '?')} cores, {run_words(m)}"
 
 
 __all__ = ["plot_targets", "plot_busy", "captions"]

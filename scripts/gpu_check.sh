@@ -23,7 +23,7 @@
 #               `make gpu-dry-run` runs it; tests/test_gpu_check.py runs it in `make test`.
 #   plan        print each mode's stages and time limits, and their sums.
 #
-# Device time (see README "Running the GPU check"): one GPU session has 15 minutes of device
+# Device time (see docs/development.rst, "Running the GPU check on a lent machine"): one GPU session has 15 minutes of device
 # time in all, at most 10 minutes per command and 64 MiB carried per call.  The stage limits
 # below keep each of standalone and aesara under 9.5 minutes even if every stage runs to its
 # limit, so that one command never loses the stages after a slow one; `plan` prints the sums.
@@ -49,7 +49,7 @@
 # Sourcing this file defines its functions and runs nothing (tests/test_gpu_check.py).
 
 # Time limits (seconds) of the stages; a stage that ignores the TERM signal at its limit is
-# killed KILL_AFTER seconds later.  The expected times on an H200 are in the README.
+# killed KILL_AFTER seconds later.  The expected times on an H200 are in docs/development.rst.
 KILL_AFTER=5
 LIMIT_machine=45
 LIMIT_kernel_tests=140

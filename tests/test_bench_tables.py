@@ -105,9 +105,18 @@ def test_tiny_run_rewrites_the_readme_figures(tiny_run):
     readme = (tiny_run / "README.rst").read_text()
     block = readme.split(".. bench-figures: begin")[1].split(".. bench-figures: end")[0]
     assert "tiny.md" in block and "OpenMP on took" in block
-    before, after = (open(os.path.join(ROOT, "README.rst"), encoding="utf-8").read().split(m) for m in
-                     (".. bench-figures: begin", ".. bench-figures: end"))
-    assert readme.startswith(before[0]) and readme.endswith(after[1])
+    # The run's words stand under the headline plot and in the figures.
+    words = load("run_info").run_words(json.loads((tiny_run / "tiny.json").read_text())["machine"])
+    assert words in block and words in readme.split(".. bench-run: begin")[1].split(".. bench-run: end")[0]
+    # Nothing outside the two blocks changes.
+    committed = open(os.path.join(ROOT, "README.rst"), encoding="utf-8").read()
+
+    def outside(text):
+        head, rest = text.split(".. bench-run: begin")
+        middle, rest = rest.split(".. bench-run: end")[1].split(".. bench-figures: begin")
+        return head, middle, rest.split(".. bench-figures: end")[1]
+
+    assert outside(readme) == outside(committed)
 
 
 def _row(cpu, wall, load, n=10**6, bins=1000, weighted=True):
@@ -161,23 +170,23 @@ def test_rows_targets_are_judged_on_cpu_time():
 
 def test_plots_draw_cpu_time_where_recorded(monkeypatch):
     """Issue 21's results carry thread CPU time (cpu_ms) for one-thread candidates:
-    the plots draw it, wall time for the others, and the axis says so."""
+    the plots draw it, wall time for the others, and the title says so."""
     import sys
 
     sys.path.insert(0, BENCH)  # plot_draw imports plot_data, cpu_report, sizes
     plot_draw = load("plot_draw")
     seen = {}
-    monkeypatch.setattr(plot_draw, "_line_plot", lambda *a: seen.update(ylabel=a[6], value=a[9]))
+    monkeypatch.setattr(plot_draw, "_line_plot", lambda *a: seen.update(clock=a[5], value=a[9]))
     row = dict(n=10**6, bins=1000, dist="uniform", dtype="int64", weighted=False,
                ms={"numpy": 9.0, "bincount_omp_off": 5.0, "bincount_omp_on": 2.0, "read": 0.5},
                cpu_ms={"numpy": 3.0, "bincount_omp_off": 1.0, "read": 0.25})
     data = dict(kind="cpu", machine={}, rows=[row], paths=["x.json"])
     plot_draw.plot_time_vs_n(data, "unused.png", "uniform", "int64")
     assert [seen["value"](row, k) for k in ("numpy", "bincount_omp_off", "bincount_omp_on")] == [3.0, 1.0, 2.0]
-    assert "thread CPU time" in seen["ylabel"]
+    assert "thread CPU time" in seen["clock"]
     plot_draw.plot_speedup_vs_bins(data, "unused.png", "uniform", "int64")
-    assert seen["value"](row, "bincount_omp_off") == 3.0 and "thread CPU time" in seen["ylabel"]
+    assert seen["value"](row, "bincount_omp_off") == 3.0 and "thread CPU time" in seen["clock"]
     old = dict(row, cpu_ms={})
     plot_draw.plot_time_vs_n(dict(data, rows=[old]), "unused.png", "uniform", "int64")
-    assert seen["value"](old, "numpy") == 9.0 and "wall time" in seen["ylabel"]
-    assert "CPU" not in seen["ylabel"]
+    assert seen["value"](old, "numpy") == 9.0 and "wall time" in seen["clock"]
+    assert "CPU time" not in seen["clock"]

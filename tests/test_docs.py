@@ -48,7 +48,7 @@ def test_html_builds_without_warnings(tmp_path):
     proc = sphinx("html", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for page in ("index", "getting_started", "how_it_works", "semantics", "performance",
-                 "thread_safety", "api"):
+                 "thread_safety", "api", "development", "changelog"):
         assert (tmp_path / f"{page}.html").is_file(), page
     api = (tmp_path / "api.html").read_text(encoding="utf-8")
     for name in ("Bincount", "bincount", "local_bincount", "match_bincount", "BincountMatch",

@@ -97,7 +97,7 @@ def _error_text(f, *args):
 
 
 def test_aesara_graph_wraps_negative_values_silently():
-    """The behaviour the rewrite deliberately fixes (documented in the README)."""
+    """The behaviour the rewrite deliberately fixes (documented on the Semantics page, docs/semantics.rst)."""
     x = at.lvector("x")
     g = aesara.function([x], bincount(x), mode=NO_BINCOUNT)
     np.testing.assert_array_equal(g(np.array([-1, 0, 2])), [1, 0, 2])
