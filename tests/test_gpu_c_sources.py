@@ -11,7 +11,7 @@ import sysconfig
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aesara_bincount_core import _c_code
@@ -107,6 +107,12 @@ def test_the_launch_plan_exists_once():
     resident=st.integers(1, 400),
     budget=st.integers(0, 232448),
 )
+# The ends of each range: one element, no bins, no shared memory; the
+# largest of everything; one resident block with every bin.
+@example(size=1, span=0, item=4, resident=1, budget=0)
+@example(size=2**40, span=2**34, item=8, resident=400, budget=232448)
+@example(size=1, span=2**34, item=8, resident=1, budget=232448)
+@example(size=2**40, span=0, item=4, resident=1, budget=0)
 def test_launch_plan_keeps_its_promises(size, span, item, resident, budget):
     """The one plan (bc_cuda_make_plan, through the launcher library)."""
     blocks, shared_bins, copies, shared_bytes = launcher.plan(size, span, item, resident, budget)
