@@ -9,6 +9,12 @@ a later run loads what an earlier one built).  The test prints the number
 of configurations built, the time and the load average, and records them
 (``record_property``).
 
+Measured on the development machine (2 cores, shared): from an empty
+compile directory 182 s of CPU time in the compiler and Python (user) and
+15 s of system time, 570 s of wall time at a load average of 7 (seven
+other jobs on the two cores; about 100 s when the two cores are free);
+with the modules in the compile directory, 27 s of wall time (11 s of CPU).
+
 The host C code of the GPU Ops is swept by ``tests/test_gpu_c_sources.py``
 (a plain C compile for each combination of its macros).
 """
