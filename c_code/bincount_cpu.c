@@ -301,6 +301,7 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
 #undef BC_INC
 #undef BC_TRACK
 #undef BC_RUN_STEP
+#undef BC_GROW_ANY8
 #undef BC_DIRECT_INDEX
 #undef BC_HIST
 #undef BC_CTX

@@ -21,7 +21,8 @@
  * which size such an output exactly).  At the end the output is cut to
  * max(minlength, max(x) + 1) bins (bc_grow_trim): for counts the largest
  * value is the last non-zero count (counts are kept in 4- and 8-byte cells
- * only, for fewer than 2**32 elements, so a counted bin is never 0); weighted
+ * only, integer or float, for fewer than 2**32 elements, so a counted bin is
+ * never 0); weighted
  * sums keep a running maximum of the values (one vector maximum a group),
  * since a sum may be 0.  Weighted sums are added in the order of x, on one
  * thread, as numpy.bincount adds them: float sums round as numpy's do.
@@ -87,6 +88,19 @@
 #include "bincount_cpu_grow_loops.h"
 
 #if !BC_SCATTER
+
+/* Whether one of the eight cells p[0] .. p[7] of counts is non-zero.  Counts
+ * are kept in the output's cells, so a float output (a count whose increment
+ * is a constant float 1: the rewrite compiles it without weights) holds them
+ * as floats, which have no bitwise OR: each cell is compared on its own
+ * (counts are +0.0 or at least 1, never -0.0). */
+#if BC_OUT_FLOAT
+#define BC_GROW_ANY8(p)                                                                   \
+    (((p)[0] != 0) | ((p)[1] != 0) | ((p)[2] != 0) | ((p)[3] != 0) | ((p)[4] != 0) |      \
+     ((p)[5] != 0) | ((p)[6] != 0) | ((p)[7] != 0))
+#else
+#define BC_GROW_ANY8(p) (((p)[0] | (p)[1] | (p)[2] | (p)[3] | (p)[4] | (p)[5] | (p)[6] | (p)[7]) != 0)
+#endif
 
 /* Bins to allocate for `need` bins: a sixteenth more, so that the largest
  * value, which the sample sees nearly but rarely exactly, fits. */
@@ -242,7 +256,7 @@ static int APPLY_SPECIFIC(bc_grow_run)(BC_CTX *ctx, npy_uint64 need, PyArrayObje
      * sixteenth of the output: 62,500 bins of zeros at 1e6 bins). */
     for (top = cap; top >= 8; top -= 8) {
         const BC_ACC_T *p = out + top - 8;
-        if ((p[0] | p[1] | p[2] | p[3] | p[4] | p[5] | p[6] | p[7]) != 0)
+        if (BC_GROW_ANY8(p))
             break;
     }
     for (top = top - 1; top >= 0 && out[top] == 0; top--)

@@ -1,7 +1,10 @@
-"""The GPU C sources stand alone, hold one launcher, and agree with cuda.h.
+"""The GPU C sources stand alone, hold one launcher, and agree with cuda.h; the
+host code compiles for every combination of its macros (the GPU part of the
+compile sweep of issue 32).
 
 No GPU and no CUDA toolkit needed (the cuda.h checks skip without one).
 """
+import itertools
 import os
 import re
 import shutil
@@ -11,7 +14,7 @@ import sysconfig
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aesara_bincount_core import _c_code
@@ -107,6 +110,12 @@ def test_the_launch_plan_exists_once():
     resident=st.integers(1, 400),
     budget=st.integers(0, 232448),
 )
+# The ends of each range: one element, no bins, no shared memory; the
+# largest of everything; one resident block with every bin.
+@example(size=1, span=0, item=4, resident=1, budget=0)
+@example(size=2**40, span=2**34, item=8, resident=400, budget=232448)
+@example(size=1, span=2**34, item=8, resident=1, budget=232448)
+@example(size=2**40, span=0, item=4, resident=1, budget=0)
 def test_launch_plan_keeps_its_promises(size, span, item, resident, budget):
     """The one plan (bc_cuda_make_plan, through the launcher library)."""
     blocks, shared_bins, copies, shared_bytes = launcher.plan(size, span, item, resident, budget)
@@ -207,3 +216,61 @@ def test_gpu_package_import_does_not_import_cupy():
     env = dict(os.environ, AESARA_FLAGS="blas__ldflags=")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and "lazy ok" in proc.stdout, proc.stderr
+
+
+def _gpu_host_nodes():
+    """``(op, inputs, outputs)`` of every reachable macro combination of the GPU Ops' host code.
+
+    As for the CPU Ops (``tests/compile_sweep.py``), a node's macros are the
+    dtypes of its inputs and outputs (Aesara's ``DTYPE_``/``TYPENUM_``/
+    ``ITEMSIZE_``) and the Op's ``c_flags``: ``GpuBincount``: 2 modes x 8
+    dtypes of x x 10 output dtypes x weights absent or present (320);
+    ``GpuScatterAdd``: onto zeros, onto a base, in place x 8 index dtypes x
+    10 dtypes (240).  No OpenMP on the GPU.  Host tensors stand in for the
+    GPU ones: the macros read only their dtypes.
+    """
+    from aesara.tensor.type import TensorType
+
+    from aesara_bincount_core.gpu.op import GpuBincount
+    from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+    from aesara_bincount_core.semantics import INDEX_DTYPES, MODES, OUT_DTYPES
+
+    def var(dtype, ndim=1):
+        return TensorType(dtype, shape=(None,) * ndim)()
+
+    nodes = []
+    for mode, xd, od, weighted in itertools.product(MODES, INDEX_DTYPES, OUT_DTYPES, (False, True)):
+        ins = [var(xd), var("int64", 0)] + ([var(od)] if weighted else [])
+        nodes.append((GpuBincount(mode, od), ins, [var(od)]))
+    for (onto, inplace), idd, od in itertools.product(
+        (("zeros", False), ("base", False), ("base", True)), INDEX_DTYPES, OUT_DTYPES
+    ):
+        base = var("int64") if onto == "zeros" else var(od, 2)
+        nodes.append((GpuScatterAdd(onto, inplace), [base, var(od, 2), var(idd)], [var(od, 2)]))
+    return nodes
+
+
+@needs_gcc
+def test_gpu_host_code_compiles_for_every_macro_combination():
+    """The compile sweep of the GPU Ops' host code: all 560 instantiations in
+    one C++ translation unit (as Aesara's module holds several nodes), each
+    with the macros Aesara and ``c_flags`` give it, warning-free (``-Wall
+    -Wextra -Werror``).  Compiled, not run: the emulated GPU suite runs them."""
+    from types import SimpleNamespace
+
+    parts, headers, signatures = [], [], set()
+    for k, (op, ins, outs) in enumerate(_gpu_host_nodes()):
+        define, undef = op.get_c_macros(SimpleNamespace(inputs=ins, outputs=outs), f"n{k}")
+        signatures.add((type(op).__name__,) + tuple(
+            line for line in define.splitlines() if "APPLY_SPECIFIC" not in line))
+        headers += [h for h in op.c_sources if h.endswith(".h") and h not in headers]
+        (source,) = [f for f in op.c_sources if f.endswith(".c")]
+        parts.append(f"{define}\n#include \"{source}\"\n{undef}\n")
+    assert len(signatures) == len(parts) == 560
+    text = "#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION\n#include <Python.h>\n#include <numpy/arrayobject.h>\n"
+    text += "".join(f'#include "{h}"\n' for h in headers) + "".join(parts)
+    cmd = [CC, "-x", "c++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+           "-Wno-unused-function", *INCLUDES, "-"]  # fmt: skip
+    proc = subprocess.run(cmd, input=text, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[:6000]
+    print(f"GPU host code: {len(parts)} configurations compiled")

@@ -11,7 +11,7 @@ import pytest
 from aesara.compile.mode import get_default_mode
 from aesara.gradient import verify_grad
 from aesara.tensor.extra_ops import bincount as at_bincount
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -341,6 +341,13 @@ def test_make_node_type_errors(backend):
     minlength=st.integers(0, 2500),
     weighted=st.booleans(),
 )
+# Edges that the draws reach only by chance: empty x (with and without
+# weights), the top of a small dtype, minlength just above max(x), all equal.
+@example(xv=np.array([], dtype="int64"), minlength=0, weighted=True)
+@example(xv=np.array([], dtype="uint8"), minlength=0, weighted=False)
+@example(xv=np.array([127, 0, 127], dtype="int8"), minlength=0, weighted=False)
+@example(xv=np.array([255], dtype="uint8"), minlength=256, weighted=True)
+@example(xv=np.full(3000, 2000, dtype="uint64"), minlength=2001, weighted=False)
 def test_property_against_numpy(backend, xv, minlength, weighted):
     backend.require()
     x_var, w_var, f_counts, f_weighted = _property_functions(backend, str(xv.dtype))
