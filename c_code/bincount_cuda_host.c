@@ -6,7 +6,8 @@
  *   int APPLY_SPECIFIC(gpu_bincount)(PyObject *x,            // cupy.ndarray (N,)
  *                                    PyArrayObject *n,        // int64 scalar
  *                                    PyObject *weights,       // cupy.ndarray or NULL
- *                                    PyObject **out);         // cupy.ndarray (n_bins,)
+ *                                    BC_OUT_OBJECT **out);    // cupy.ndarray (n_bins,), or
+ *                                                             // numpy.ndarray with BC_TO_HOST
  *
  * and, for aesara_bincount_core.gpu.fused.GpuFusedBincount (the weights
  * computed inline by a generated kernel; only when BC_FUSED_KINDS is
@@ -33,7 +34,14 @@
  *     its own copy (so Python code that
  *     runs during a call -- an allocation, a garbage collection, another
  *     thread on another device -- cannot change what the call launches);
- *   - device memory comes from CuPy's memory pool (cupy.zeros / cupy.empty);
+ *   - device memory comes from CuPy's memory pool (cupy.empty; what must be
+ *     zero is cleared by the launcher on the stream);
+ *   - with BC_TO_HOST (the output goes to the host: the Op took the place of
+ *     HostFromGpu), the launcher's bc_cuda_bincount_host runs instead, on
+ *     device and page-locked memory that the context's entry keeps from call
+ *     to call (the staging): a call then allocates nothing, copies once and
+ *     waits once, and the output is a NumPy array (the previous one reused
+ *     when it has the length);
  *   - the GIL is released while the stream is waited for;
  *   - a failure becomes an exception through the kernel layer's renderer
  *     (aesara_bincount_core/cuda/errors.py, the project's one message table).
@@ -42,7 +50,7 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
  * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
  * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
@@ -63,6 +71,13 @@
 #define BC_BUF_DTYPE BC_DT_INT64
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
+#define BC_TO_HOST 0
+#endif
+
+#if BC_TO_HOST
+#define BC_OUT_OBJECT PyArrayObject
+#else
+#define BC_OUT_OBJECT PyObject
 #endif
 
 #include "bincount_common.h"
@@ -82,11 +97,34 @@
  * entry is replaced; a replaced context is asked again). */
 #define BC_GPU_CONTEXTS 16
 
-/* What the kernel layer gave for one context, and the capacity guess. */
+/* Device and page-locked memory of the calls whose result goes to the host
+ * (BC_TO_HOST): a call takes it out of its context's entry and gives it
+ * back at its end, so that no two calls share it. */
+typedef struct {
+    PyObject *device_array; /* a cupy.ndarray of device_bytes, or NULL */
+    bc_CUdeviceptr device;
+    size_t device_bytes;
+    unsigned char *pinned; /* cuMemHostAlloc'd, or NULL */
+    size_t pinned_bytes;
+} APPLY_SPECIFIC(bc_gpu_staging);
+
+/* What the kernel layer gave for one context, the capacity guess, and the
+ * staging. */
 typedef struct {
     bc_cuda_kernels kernels;
     long long last_length;
+    APPLY_SPECIFIC(bc_gpu_staging) staging;
 } APPLY_SPECIFIC(bc_gpu_entry);
+
+/* Free a staging (the GIL held; no queued work may use it any more). */
+static void APPLY_SPECIFIC(bc_gpu_staging_free)(const bc_cuda_api *api,
+                                                APPLY_SPECIFIC(bc_gpu_staging) *st)
+{
+    Py_CLEAR(st->device_array);
+    if (st->pinned != NULL)
+        api->MemFreeHost(st->pinned);
+    memset(st, 0, sizeof(*st));
+}
 
 /* The table, read and written only with the GIL held. */
 static APPLY_SPECIFIC(bc_gpu_entry) *APPLY_SPECIFIC(bc_gpu_table)(int *next)
@@ -159,8 +197,92 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
             return 0;
     }
     APPLY_SPECIFIC(bc_gpu_table)(&slot);
+    APPLY_SPECIFIC(bc_gpu_staging_free)(api, &table[slot].staging);
     table[slot].kernels = *k;
     table[slot].last_length = 0;
+    return 0;
+}
+
+/* Take the staging of the context `key` out of its entry into *st (empty
+ * when the entry has none, or another call holds it). */
+static void APPLY_SPECIFIC(bc_gpu_staging_take)(unsigned long long key,
+                                                APPLY_SPECIFIC(bc_gpu_staging) *st)
+{
+    APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
+    int i;
+    memset(st, 0, sizeof(*st));
+    for (i = 0; i < BC_GPU_CONTEXTS; i++) {
+        if (table[i].kernels.context_key == key) {
+            *st = table[i].staging;
+            memset(&table[i].staging, 0, sizeof(table[i].staging));
+            return;
+        }
+    }
+}
+
+/* Give *st back to the entry of context `key`, or free it (the entry is
+ * gone, or another call gave one back meanwhile, or `idle` is 0: work
+ * queued on it may still be pending after a failure). */
+static void APPLY_SPECIFIC(bc_gpu_staging_give_back)(const bc_cuda_api *api,
+                                                     unsigned long long key,
+                                                     APPLY_SPECIFIC(bc_gpu_staging) *st,
+                                                     int idle)
+{
+    APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
+    int i;
+    for (i = 0; idle && i < BC_GPU_CONTEXTS; i++) {
+        if (table[i].kernels.context_key == key && table[i].staging.device_array == NULL &&
+            table[i].staging.pinned == NULL) {
+            table[i].staging = *st;
+            memset(st, 0, sizeof(*st));
+            return;
+        }
+    }
+    APPLY_SPECIFIC(bc_gpu_staging_free)(api, st);
+}
+
+/* What bc_cuda_bincount_host's stage callback needs. */
+typedef struct {
+    const bc_cuda_api *api;
+    APPLY_SPECIFIC(bc_gpu_staging) *own;
+} APPLY_SPECIFIC(bc_gpu_stage_ctx);
+
+/* bc_cuda_stage_fn: grow the call's staging to `bytes` (the GIL is held). */
+static int APPLY_SPECIFIC(bc_gpu_stage)(void *ctx, size_t bytes, bc_cuda_staging *out,
+                                        int *out_of_memory)
+{
+    APPLY_SPECIFIC(bc_gpu_stage_ctx) *c = (APPLY_SPECIFIC(bc_gpu_stage_ctx) *)ctx;
+    APPLY_SPECIFIC(bc_gpu_staging) *st = c->own;
+    if (st->device_bytes < bytes) {
+        bc_CUdeviceptr ptr = 0;
+        PyObject *a;
+        Py_CLEAR(st->device_array);
+        st->device_bytes = 0;
+        a = (PyObject *)bc_host_alloc(NULL, BC_DT_UINT64, (long long)((bytes + 7) / 8), 0, &ptr,
+                                      out_of_memory);
+        if (a == NULL)
+            return -1;
+        st->device_array = a;
+        st->device = ptr;
+        st->device_bytes = bytes;
+    }
+    if (st->pinned_bytes < bytes) {
+        void *mem = NULL;
+        if (st->pinned != NULL)
+            c->api->MemFreeHost(st->pinned);
+        st->pinned = NULL;
+        st->pinned_bytes = 0;
+        if (c->api->MemHostAlloc(&mem, bytes, BC_CU_MEMHOSTALLOC_PORTABLE) != BC_CUDA_SUCCESS ||
+            mem == NULL) {
+            *out_of_memory = 1;
+            return -1;
+        }
+        st->pinned = (unsigned char *)mem;
+        st->pinned_bytes = bytes;
+    }
+    out->device = st->device;
+    out->pinned = st->pinned;
+    out->bytes = bytes;
     return 0;
 }
 
@@ -189,6 +311,36 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
     out->device = info.device;
     return 0;
 }
+
+#if BC_TO_HOST
+/* The NumPy output of a call whose result went to the host: the bins
+ * converted to the output dtype (zeros when there are none), in *out when it
+ * already is a C-contiguous array of that length and dtype, else in a new
+ * array. */
+static int APPLY_SPECIFIC(bc_gpu_host_output)(const bc_cuda_host_result *hr, PyObject **out)
+{
+    static const int typenums[] = {NPY_INT8,   NPY_INT16,  NPY_INT32,   NPY_INT64,  NPY_UINT8,
+                                   NPY_UINT16, NPY_UINT32, NPY_UINT64, NPY_FLOAT32, NPY_FLOAT64};
+    const int typenum = typenums[BC_OUT_DTYPE];
+    PyArrayObject *a = (PyArrayObject *)*out;
+    npy_intp dims[1];
+    dims[0] = (npy_intp)hr->length;
+    if (a == NULL || !PyArray_Check((PyObject *)a) || PyArray_NDIM(a) != 1 ||
+        PyArray_DIMS(a)[0] != dims[0] || PyArray_TYPE(a) != typenum ||
+        !PyArray_ISCARRAY(a)) {
+        a = (PyArrayObject *)PyArray_EMPTY(1, dims, typenum, 0);
+        if (a == NULL)
+            return -1;
+        Py_XDECREF(*out);
+        *out = (PyObject *)a;
+    }
+    if (hr->bins == NULL)
+        memset(PyArray_DATA(a), 0, (size_t)hr->length * (size_t)ITEMSIZE_OUTPUT_0);
+    else
+        bc_cuda_finish_on_host(PyArray_DATA(a), BC_OUT_DTYPE, hr->bins, BC_BUF_DTYPE, hr->length);
+    return 0;
+}
+#endif
 
 /*
  * The call, once for both entry points: weights `w_in` (a cupy.ndarray, or
@@ -224,6 +376,30 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
+#if BC_TO_HOST
+    {
+        APPLY_SPECIFIC(bc_gpu_staging) own;
+        APPLY_SPECIFIC(bc_gpu_stage_ctx) sctx;
+        bc_cuda_host_result hr;
+        int rc;
+        APPLY_SPECIFIC(bc_gpu_staging_take)(k.context_key, &own);
+        sctx.api = api;
+        sctx.own = &own;
+        rc = bc_cuda_bincount_host(api, &c, &k, &host, APPLY_SPECIFIC(bc_gpu_stage), &sctx, &hr,
+                                   &err);
+        if (rc == 0 && !hr.device_path) {
+            rc = APPLY_SPECIFIC(bc_gpu_host_output)(&hr, out);
+            if (rc == 0 && !BC_SCATTER && c.x.length > 0)
+                APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, hr.length);
+            APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, 1);
+            return rc;
+        }
+        APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, rc == 0);
+        if (rc != 0)
+            return bc_host_raise(&err, "GpuBincount");
+        /* Too large for the staging: the device path, then a copy. */
+    }
+#endif
     if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
@@ -236,13 +412,22 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     }
     if (!BC_SCATTER && c.x.length > 0)
         APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, res.length);
+#if BC_TO_HOST
+    {
+        PyObject *host_copy = PyObject_CallMethod(result, "get", NULL); /* synchronize! */
+        Py_DECREF(result);
+        if (host_copy == NULL)
+            return -1;
+        result = host_copy;
+    }
+#endif
     Py_XDECREF(*out);
     *out = result;
     return 0;
 }
 
 int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
-                                 PyObject **out)
+                                 BC_OUT_OBJECT **out)
 {
     bc_cuda_bincount_call c;
     memset(&c, 0, sizeof(c));
@@ -260,7 +445,7 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
 #else
     (void)w_in;
 #endif
-    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, (PyObject **)out);
 }
 
 #ifdef BC_FUSED_KINDS
@@ -354,3 +539,4 @@ int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyOb
 
 #undef BC_WEIGHTED
 #undef BC_GPU_CONTEXTS
+#undef BC_OUT_OBJECT

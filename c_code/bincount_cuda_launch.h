@@ -218,6 +218,13 @@ static int bc_cuda_check_size(const bc_cuda_bincount_call *c, const bc_cuda_kern
     return 0;
 }
 
+/* Bytes of an element of a BC_DT_* dtype. */
+static int bc_cuda_dtype_size(int dtype)
+{
+    static const int sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+    return dtype >= 0 && dtype < 10 ? sizes[dtype] : 1;
+}
+
 /* Allocate through the caller; an out-of-memory becomes BC_MSG_NO_MEMORY
  * for an output of `reported_bins` bins. */
 static void *bc_cuda_alloc(const bc_cuda_host *host, int dtype, long long count, int zero,
@@ -235,13 +242,34 @@ static void *bc_cuda_alloc(const bc_cuda_host *host, int dtype, long long count,
     return a;
 }
 
+/* bc_cuda_alloc of zero-filled memory: cleared here, on the call's stream
+ * (cuMemsetD32Async), when its size is whole 4-byte words, else by the
+ * caller. */
+static void *bc_cuda_alloc_zeroed(const bc_cuda_host *host, const bc_cuda_api *api,
+                                  bc_CUstream stream, int dtype, long long count,
+                                  bc_CUdeviceptr *ptr, long long reported_bins,
+                                  int out_itemsize, bc_cuda_error *err)
+{
+    const long long bytes = count * bc_cuda_dtype_size(dtype);
+    const int here = bytes % 4 == 0;
+    void *a = bc_cuda_alloc(host, dtype, count, !here, ptr, reported_bins, out_itemsize, err);
+    if (a != NULL && here && bytes > 0 &&
+        bc_cuda_check(api, api->MemsetD32Async(*ptr, 0, (size_t)(bytes / 4), stream),
+                      "cuMemsetD32Async", err) != 0) {
+        host->release(host->ctx, a);
+        return NULL;
+    }
+    return a;
+}
+
 /* A zero-filled accumulator buffer of `bins` bins and a bc_status. */
-static void *bc_cuda_alloc_buffer(const bc_cuda_host *host, const bc_cuda_bincount_call *c,
-                                  long long bins, long long *padded, bc_CUdeviceptr *ptr,
-                                  bc_cuda_error *err)
+static void *bc_cuda_alloc_buffer(const bc_cuda_host *host, const bc_cuda_api *api,
+                                  const bc_cuda_bincount_call *c, long long bins,
+                                  long long *padded, bc_CUdeviceptr *ptr, bc_cuda_error *err)
 {
     const long long count = bc_cuda_buffer_elements(bins, c->buffer_itemsize, padded);
-    return bc_cuda_alloc(host, c->buffer_dtype, count, 1, ptr, bins, c->out_itemsize, err);
+    return bc_cuda_alloc_zeroed(host, api, c->stream, c->buffer_dtype, count, ptr, bins,
+                                c->out_itemsize, err);
 }
 
 /*
@@ -377,6 +405,19 @@ static int bc_cuda_status_error(const bc_cuda_bincount_call *c, const bc_status 
     return bc_cuda_fail(err, BC_CUDA_E_INDEX, 0, pos, c->n);
 }
 
+/* Bins of the first pass (step 2): n in the scatter-add form, else
+ * max(n, guess), the guess being the caller's hint (at most `cap`) or
+ * BC_CUDA_FIRST_PASS_BINS. */
+static long long bc_cuda_first_bins(const bc_cuda_bincount_call *c, long long cap)
+{
+    long long guess = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
+    if (c->scatter)
+        return c->n;
+    if (guess > cap)
+        guess = cap;
+    return c->n > guess ? c->n : guess;
+}
+
 /*
  * Count, or sum weights, into bins: the whole call (steps 0-5 above).
  * Returns 0 with *result filled, or -1 with *err filled; either way no
@@ -395,8 +436,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
     if (bc_cuda_check_call(api, c, k, err) != 0)
         return -1;
     if (c->x.length == 0) {
-        result->array = bc_cuda_alloc(host, c->out_dtype, c->n, 1, &out_ptr, c->n,
-                                      c->out_itemsize, err);
+        result->array = bc_cuda_alloc_zeroed(host, api, c->stream, c->out_dtype, c->n, &out_ptr,
+                                             c->n, c->out_itemsize, err);
         result->length = c->n;
         return result->array != NULL ? 0 : -1;
     }
@@ -404,15 +445,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         return -1;
 
     /* 2. First pass: C bins, max(x) and the first refused position. */
-    if (c->scatter) {
-        bins = c->n;
-    } else {
-        long long guess = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
-        if (guess > BC_CUDA_FIRST_PASS_MAX_BINS)
-            guess = BC_CUDA_FIRST_PASS_MAX_BINS;
-        bins = c->n > guess ? c->n : guess;
-    }
-    buf = bc_cuda_alloc_buffer(host, c, bins, &padded, &buf_ptr, err);
+    bins = bc_cuda_first_bins(c, BC_CUDA_FIRST_PASS_MAX_BINS);
+    buf = bc_cuda_alloc_buffer(host, api, c, bins, &padded, &buf_ptr, err);
     if (buf == NULL)
         return -1;
     if (bc_cuda_queue_hist(api, k, c, buf_ptr, padded, 0, bins, err) != 0)
@@ -434,7 +468,7 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
     if (length > bins) {
         long long padded2 = 0;
         bc_CUdeviceptr ptr2 = 0;
-        void *buf2 = bc_cuda_alloc_buffer(host, c, length, &padded2, &ptr2, err);
+        void *buf2 = bc_cuda_alloc_buffer(host, api, c, length, &padded2, &ptr2, err);
         if (buf2 == NULL)
             goto fail;
         if (bc_cuda_check(api,
@@ -490,6 +524,142 @@ fail:
         host->release(host->ctx, out);
     host->release(host->ctx, buf);
     return -1;
+}
+
+/* ---- the result to the host ---- */
+
+/*
+ * When a compiled function copies the output to the host (HostFromGpu
+ * right after the Op), the call ends there instead: the bins and the status
+ * come back together, in one device-to-host copy into page-locked memory,
+ * behind the one wait of the call.  The caller lends the memory (kept from
+ * call to call, so that a call allocates nothing):
+ */
+
+/* Outputs whose bins and status take more bytes go through the device
+ * path and a copy of the result (page-locked memory is kept that small). */
+#define BC_CUDA_STAGING_MAX_BYTES (16ll << 20)
+
+/* `bytes` of device memory on which no queued work is pending, and as many
+ * of page-locked host memory, both owned by the call. */
+typedef struct bc_cuda_staging {
+    bc_CUdeviceptr device;
+    unsigned char *pinned;
+    size_t bytes;
+} bc_cuda_staging;
+
+/* Lend at least `bytes` of staging into *st: 0, or -1 with *out_of_memory
+ * set (device or page-locked memory) or with the caller's error pending. */
+typedef int (*bc_cuda_stage_fn)(void *ctx, size_t bytes, bc_cuda_staging *st, int *out_of_memory);
+
+typedef struct bc_cuda_host_result {
+    long long length;  /* elements of the output */
+    const void *bins;  /* its bins (accumulator dtype) in the staging's page-locked
+                          memory; NULL when all are zero (an empty x) */
+    int device_path;   /* too large for the staging: nothing was done, run bc_cuda_bincount */
+} bc_cuda_host_result;
+
+/*
+ * The bincount with its result to the host: checks as bc_cuda_bincount's;
+ * the buffer cleared on the stream (cuMemsetD32Async), the histogram pass,
+ * one copy of the bins and the status, one wait.  When max(x) + 1 exceeds
+ * the bins of the pass (the first call, or larger values than the hint
+ * said), the pass runs again with exactly that many bins (a second wait).
+ * Returns 0 with *r filled (the bins then stay valid until the staging is
+ * lent again), or -1 with *err filled.
+ */
+static int bc_cuda_bincount_host(const bc_cuda_api *api, const bc_cuda_bincount_call *c,
+                                 const bc_cuda_kernels *k, const bc_cuda_host *host,
+                                 bc_cuda_stage_fn stage, void *stage_ctx,
+                                 bc_cuda_host_result *r, bc_cuda_error *err)
+{
+    long long bins, padded = 0, length;
+    bc_cuda_staging st;
+    bc_status status;
+
+    memset(r, 0, sizeof(*r));
+    if (bc_cuda_check_call(api, c, k, err) != 0)
+        return -1;
+    if (c->x.length == 0) {
+        r->length = c->n;
+        return 0;
+    }
+    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
+        return -1;
+    bins = bc_cuda_first_bins(c, BC_CUDA_STAGING_MAX_BYTES / c->buffer_itemsize);
+    for (;;) {
+        const long long bytes =
+            bc_cuda_buffer_elements(bins, c->buffer_itemsize, &padded) * c->buffer_itemsize;
+        int out_of_memory = 0;
+        if (bytes > BC_CUDA_STAGING_MAX_BYTES) {
+            r->device_path = 1;
+            return 0;
+        }
+        if (stage(stage_ctx, (size_t)bytes, &st, &out_of_memory) != 0)
+            return out_of_memory ? bc_cuda_fail(err, BC_CUDA_E_NO_MEMORY, bins, c->out_itemsize, 0)
+                                 : bc_cuda_fail(err, BC_CUDA_E_HOST, 0, 0, 0);
+        if (bc_cuda_check(api, api->MemsetD32Async(st.device, 0, (size_t)bytes / 4, c->stream),
+                          "cuMemsetD32Async", err) != 0 ||
+            bc_cuda_queue_hist(api, k, c, st.device, padded, 0, bins, err) != 0 ||
+            bc_cuda_copy_wait(api, host, c->stream, st.device, st.pinned, (size_t)bytes, NULL, 0,
+                              err) != 0)
+            return -1;
+        memcpy(&status, st.pinned + (size_t)padded * (size_t)c->buffer_itemsize, sizeof(status));
+        if (bc_cuda_status_error(c, &status, err) != 0)
+            return -1;
+        length = c->n;
+        if (!c->scatter && (long long)status.max_value + 1 > length)
+            length = (long long)status.max_value + 1;
+        if (bc_cuda_check_size(c, k, length, err) != 0)
+            return -1;
+        if (length <= bins)
+            break;
+        bins = length;
+    }
+    r->length = length;
+    r->bins = st.pinned;
+    return 0;
+}
+
+/* dst[i] = (out dtype) src[i], i < count, where src holds accumulator bins
+ * of `buf_dtype`: what the finish kernels (bincount_finish_<acc>_<out>)
+ * compute, with the same roundings; a plain copy when the dtypes match. */
+static void bc_cuda_finish_on_host(void *dst, int out_dtype, const void *src, int buf_dtype,
+                                   long long count)
+{
+    long long i;
+    if (out_dtype == buf_dtype) {
+        memcpy(dst, src, (size_t)count * (size_t)bc_cuda_dtype_size(out_dtype));
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        unsigned long long u = 0;
+        double f = 0;
+        if (buf_dtype == BC_DT_UINT32)
+            u = ((const unsigned int *)src)[i];
+        else if (buf_dtype == BC_DT_UINT64)
+            u = ((const unsigned long long *)src)[i];
+        else
+            f = ((const double *)src)[i];
+        switch (out_dtype) {
+        case BC_DT_INT8:
+        case BC_DT_UINT8:
+            ((unsigned char *)dst)[i] = (unsigned char)u;
+            break;
+        case BC_DT_INT16:
+        case BC_DT_UINT16:
+            ((unsigned short *)dst)[i] = (unsigned short)u;
+            break;
+        case BC_DT_FLOAT32:
+            ((float *)dst)[i] = buf_dtype == BC_DT_FLOAT64 ? (float)f : (float)u;
+            break;
+        case BC_DT_FLOAT64:
+            ((double *)dst)[i] = (double)u;
+            break;
+        default: /* not a conversion of sources.accumulation */
+            break;
+        }
+    }
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_LAUNCH_H */
