@@ -84,6 +84,7 @@
 #include "bincount_cuda.h"
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
+#include "bincount_cuda_host_result.h"
 #include "gpuarray_helper.h"
 #include "cuda_host_cupy.h"
 

@@ -107,6 +107,7 @@ class GpuBincount(GpuCFileOp):
         "bincount_cuda.h",
         "bincount_cuda_driver.h",
         "bincount_cuda_launch.h",
+        "bincount_cuda_host_result.h",
         "gpuarray_helper.h",
         "cuda_host_cupy.h",
         "bincount_cuda_host.c",
