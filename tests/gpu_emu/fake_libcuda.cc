@@ -367,7 +367,8 @@ void fake_cuda_counters(long long *out)
  * page-locked allocations (cuMemHostAlloc), [9] device-to-host copies into
  * pageable memory (each one a wait for the stream, as on a GPU: the driver
  * copies through a staging buffer and returns when the copy is done),
- * [10] page-locked allocations live now. */
+ * [10] page-locked allocations live now, [11] the grid (blocks) of the last
+ * launch of a generated kernel. */
 long long fake_cuda_counter(int which)
 {
     std::lock_guard<std::mutex> g(lock);
@@ -612,7 +613,30 @@ CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, int threads,
                                                      size_t shared)
 {
-    if (!is_hist_function(func) || threads <= 0)
+    if (threads <= 0 || threads > 1024)
+        return ERR_INVALID_VALUE;
+    const generated_entry *e;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        e = as_generated(func);
+    }
+    if (e != nullptr && !e->hist) {
+        /* A generated elementwise kernel: limited by its registers, as on an
+         * sm_90 multiprocessor (65536 registers, at most 2048 threads and 32
+         * blocks); FAKE_CUDA_EW_REGISTERS per thread (default 40, what NVRTC
+         * gives the float64 kernels), in warps of 32, and by shared memory. */
+        const int regs = env_int("FAKE_CUDA_EW_REGISTERS", 40);
+        const int warps = (threads + 31) / 32;
+        int fit = 65536 / (regs * 32 * warps);
+        if (2048 / threads < fit)
+            fit = 2048 / threads;
+        if (fit > 32)
+            fit = 32;
+        const long long by_shared = shared_per_sm() / ((long long)shared + block_reserve());
+        *blocks = by_shared < fit ? (int)by_shared : fit;
+        return OK;
+    }
+    if (!is_hist_function(func))
         return ERR_INVALID_VALUE;
     {
         /* A block asking more than the function is allowed cannot run at all. */
@@ -674,6 +698,7 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
                     return ERR_INVALID_VALUE;
             }
             counters[0]++;
+            counters[11] = gx;
         }
         if (!skip_kernels())
             e->run(params, gx, bx, shared);
