@@ -111,12 +111,18 @@ def _row(name, make, call, aesara_call, repeat):
     import aesara.tensor as at  # noqa: F401 (Aesara is loaded by the caller)
 
     f = make(None)
-    trusted = make(None)
-    trusted.trust_input = True
     call(f)
     counts = _per_call(lambda: call(f), max(4, repeat // 4))
-    us = _host_us({"call": lambda: call(f), "trusted": lambda: call(trusted),
-                   "aesara": aesara_call}, repeat)  # fmt: skip
+
+    def checked():
+        f.trust_input = False
+        call(f)
+
+    def trusted():
+        f.trust_input = True
+        call(f)
+
+    us = _host_us({"call": checked, "trusted": trusted, "aesara": aesara_call}, repeat)
     row = {"row": name, "load": f"{os.getloadavg()[0]:.2f}", "call_us": us["call"],
            "trusted_us": us["trusted"], "aesara_us": us["aesara"],
            "ops_us": _op_us(make, call, repeat)}  # fmt: skip
