@@ -70,17 +70,6 @@ def test_calls_of_every_layout_in_turn():
     np.testing.assert_array_equal(f(gbig, gother, 4.0), big * 4.0 + other)
 
 
-def test_strided_views_of_device_arrays():
-    cp = cupy()
-    f = axpy()
-    rng = np.random.default_rng(1)
-    a, b = rng.standard_normal(1000), rng.standard_normal(1000)
-    ga, gb = cp.asarray(a), cp.asarray(b)
-    np.testing.assert_array_equal(f(ga, gb, 2.0), a * 2.0 + b)
-    np.testing.assert_array_equal(f(ga[::2], gb[1::2], 2.0), a[::2] * 2.0 + b[1::2])
-    np.testing.assert_array_equal(f(ga[:5], gb[:5], 2.0), a[:5] * 2.0 + b[:5])
-
-
 def test_no_parameter_struct_built_per_call(monkeypatch):
     built = []
 
