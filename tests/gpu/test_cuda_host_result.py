@@ -12,6 +12,8 @@ length and errors) and its buffer is cleared by ``cuMemsetD32Async``.
 import ctypes
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -215,3 +217,43 @@ def test_errors_leave_the_function_usable():
         f()
     gx.set_value(cp.asarray(np.array([2, 2], dtype="int32")))
     np.testing.assert_array_equal(f(), [0, 0, 2])
+
+
+@needs_emulation
+def test_two_threads_at_once_share_no_staging_and_leak_none():
+    """Two calls of one compiled module wait at the same time: the second finds
+    the kept staging taken and uses its own, which it frees at its end (the
+    page-locked allocations alive stay the same from round to round)."""
+    cp, lib = cupy(), _driver()
+    xs = [np.array([1, 2, 10], dtype="int32"), np.array([5, 3000, 3000, 7], dtype="int32")]
+    fs = [aesara.function([], bincount(gpu.shared(cp.asarray(x)))) for x in xs]
+    for f in fs:
+        f()
+    live = []
+    for _ in range(3):
+        results, errors = {}, []
+
+        def work(i):
+            try:
+                results[i] = fs[i]()
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        lib.fake_cuda_hold_syncs(1)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 25
+            while lib.fake_cuda_syncs_waiting() < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            waiting = lib.fake_cuda_syncs_waiting()
+        finally:
+            lib.fake_cuda_hold_syncs(0)
+            for t in threads:
+                t.join(30)
+        assert waiting == 2 and not errors, errors
+        for i, x in enumerate(xs):
+            np.testing.assert_array_equal(results[i], np.bincount(x))
+        live.append(lib.fake_cuda_counter(10))
+    assert live[0] == live[-1], live
