@@ -71,7 +71,9 @@
 #define BC_BUF_DTYPE BC_DT_INT64
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
-#define BC_TO_HOST 0
+#endif
+#ifndef BC_TO_HOST
+#define BC_TO_HOST 0 /* standalone: -DBC_TO_HOST=1 compiles the other form */
 #endif
 
 #if BC_TO_HOST
