@@ -39,7 +39,7 @@
  *   - with BC_TO_HOST (the output goes to the host: the Op took the place of
  *     HostFromGpu), the launcher's bc_cuda_bincount_host runs instead, on
  *     device and page-locked memory that the context's entry keeps from call
- *     to call (the staging): a call then allocates nothing, copies once and
+ *     to call (the staging, cuda_host_staging.h): a call then allocates nothing, copies once and
  *     waits once, and the output is a NumPy array (the previous one reused
  *     when it has the length);
  *   - the GIL is released while the stream is waited for;
@@ -89,6 +89,7 @@
 #include "bincount_cuda_host_result.h"
 #include "gpuarray_helper.h"
 #include "cuda_host_cupy.h"
+#include "cuda_host_staging.h"
 
 #ifdef DTYPE_INPUT_2
 #define BC_WEIGHTED 1
@@ -100,34 +101,13 @@
  * entry is replaced; a replaced context is asked again). */
 #define BC_GPU_CONTEXTS 16
 
-/* Device and page-locked memory of the calls whose result goes to the host
- * (BC_TO_HOST): a call takes it out of its context's entry and gives it
- * back at its end, so that no two calls share it. */
-typedef struct {
-    PyObject *device_array; /* a cupy.ndarray of device_bytes, or NULL */
-    bc_CUdeviceptr device;
-    size_t device_bytes;
-    unsigned char *pinned; /* cuMemHostAlloc'd, or NULL */
-    size_t pinned_bytes;
-} APPLY_SPECIFIC(bc_gpu_staging);
-
 /* What the kernel layer gave for one context, the capacity guess, and the
  * staging. */
 typedef struct {
     bc_cuda_kernels kernels;
     long long last_length;
-    APPLY_SPECIFIC(bc_gpu_staging) staging;
+    bc_host_staging staging;
 } APPLY_SPECIFIC(bc_gpu_entry);
-
-/* Free a staging (the GIL held; no queued work may use it any more). */
-static void APPLY_SPECIFIC(bc_gpu_staging_free)(const bc_cuda_api *api,
-                                                APPLY_SPECIFIC(bc_gpu_staging) *st)
-{
-    Py_CLEAR(st->device_array);
-    if (st->pinned != NULL)
-        api->MemFreeHost(st->pinned);
-    memset(st, 0, sizeof(*st));
-}
 
 /* The table, read and written only with the GIL held. */
 static APPLY_SPECIFIC(bc_gpu_entry) *APPLY_SPECIFIC(bc_gpu_table)(int *next)
@@ -200,7 +180,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
             return 0;
     }
     APPLY_SPECIFIC(bc_gpu_table)(&slot);
-    APPLY_SPECIFIC(bc_gpu_staging_free)(api, &table[slot].staging);
+    bc_host_staging_free(api, &table[slot].staging);
     table[slot].kernels = *k;
     table[slot].last_length = 0;
     return 0;
@@ -209,7 +189,7 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
 /* Take the staging of the context `key` out of its entry into *st (empty
  * when the entry has none, or another call holds it). */
 static void APPLY_SPECIFIC(bc_gpu_staging_take)(unsigned long long key,
-                                                APPLY_SPECIFIC(bc_gpu_staging) *st)
+                                                bc_host_staging *st)
 {
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
     int i;
@@ -228,7 +208,7 @@ static void APPLY_SPECIFIC(bc_gpu_staging_take)(unsigned long long key,
  * queued on it may still be pending after a failure). */
 static void APPLY_SPECIFIC(bc_gpu_staging_give_back)(const bc_cuda_api *api,
                                                      unsigned long long key,
-                                                     APPLY_SPECIFIC(bc_gpu_staging) *st,
+                                                     bc_host_staging *st,
                                                      int idle)
 {
     APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
@@ -241,52 +221,7 @@ static void APPLY_SPECIFIC(bc_gpu_staging_give_back)(const bc_cuda_api *api,
             return;
         }
     }
-    APPLY_SPECIFIC(bc_gpu_staging_free)(api, st);
-}
-
-/* What bc_cuda_bincount_host's stage callback needs. */
-typedef struct {
-    const bc_cuda_api *api;
-    APPLY_SPECIFIC(bc_gpu_staging) *own;
-} APPLY_SPECIFIC(bc_gpu_stage_ctx);
-
-/* bc_cuda_stage_fn: grow the call's staging to `bytes` (the GIL is held). */
-static int APPLY_SPECIFIC(bc_gpu_stage)(void *ctx, size_t bytes, bc_cuda_staging *out,
-                                        int *out_of_memory)
-{
-    APPLY_SPECIFIC(bc_gpu_stage_ctx) *c = (APPLY_SPECIFIC(bc_gpu_stage_ctx) *)ctx;
-    APPLY_SPECIFIC(bc_gpu_staging) *st = c->own;
-    if (st->device_bytes < bytes) {
-        bc_CUdeviceptr ptr = 0;
-        PyObject *a;
-        Py_CLEAR(st->device_array);
-        st->device_bytes = 0;
-        a = (PyObject *)bc_host_alloc(NULL, BC_DT_UINT64, (long long)((bytes + 7) / 8), 0, &ptr,
-                                      out_of_memory);
-        if (a == NULL)
-            return -1;
-        st->device_array = a;
-        st->device = ptr;
-        st->device_bytes = bytes;
-    }
-    if (st->pinned_bytes < bytes) {
-        void *mem = NULL;
-        if (st->pinned != NULL)
-            c->api->MemFreeHost(st->pinned);
-        st->pinned = NULL;
-        st->pinned_bytes = 0;
-        if (c->api->MemHostAlloc(&mem, bytes, BC_CU_MEMHOSTALLOC_PORTABLE) != BC_CUDA_SUCCESS ||
-            mem == NULL) {
-            *out_of_memory = 1;
-            return -1;
-        }
-        st->pinned = (unsigned char *)mem;
-        st->pinned_bytes = bytes;
-    }
-    out->device = st->device;
-    out->pinned = st->pinned;
-    out->bytes = bytes;
-    return 0;
+    bc_host_staging_free(api, st);
 }
 
 /* Remember the length of a call in the context's entry, as the next guess. */
@@ -314,36 +249,6 @@ static int APPLY_SPECIFIC(bc_gpu_describe)(PyObject *a, const char *what, bc_cud
     out->device = info.device;
     return 0;
 }
-
-#if BC_TO_HOST
-/* The NumPy output of a call whose result went to the host: the bins
- * converted to the output dtype (zeros when there are none), in *out when it
- * already is a C-contiguous array of that length and dtype, else in a new
- * array. */
-static int APPLY_SPECIFIC(bc_gpu_host_output)(const bc_cuda_host_result *hr, PyObject **out)
-{
-    static const int typenums[] = {NPY_INT8,   NPY_INT16,  NPY_INT32,   NPY_INT64,  NPY_UINT8,
-                                   NPY_UINT16, NPY_UINT32, NPY_UINT64, NPY_FLOAT32, NPY_FLOAT64};
-    const int typenum = typenums[BC_OUT_DTYPE];
-    PyArrayObject *a = (PyArrayObject *)*out;
-    npy_intp dims[1];
-    dims[0] = (npy_intp)hr->length;
-    if (a == NULL || !PyArray_Check((PyObject *)a) || PyArray_NDIM(a) != 1 ||
-        PyArray_DIMS(a)[0] != dims[0] || PyArray_TYPE(a) != typenum ||
-        !PyArray_ISCARRAY(a)) {
-        a = (PyArrayObject *)PyArray_EMPTY(1, dims, typenum, 0);
-        if (a == NULL)
-            return -1;
-        Py_XDECREF(*out);
-        *out = (PyObject *)a;
-    }
-    if (hr->bins == NULL)
-        memset(PyArray_DATA(a), 0, (size_t)hr->length * (size_t)ITEMSIZE_OUTPUT_0);
-    else
-        bc_cuda_finish_on_host(PyArray_DATA(a), BC_OUT_DTYPE, hr->bins, BC_BUF_DTYPE, hr->length);
-    return 0;
-}
-#endif
 
 /*
  * The call, once for both entry points: weights `w_in` (a cupy.ndarray, or
@@ -381,17 +286,17 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
 
 #if BC_TO_HOST
     {
-        APPLY_SPECIFIC(bc_gpu_staging) own;
-        APPLY_SPECIFIC(bc_gpu_stage_ctx) sctx;
+        bc_host_staging own;
+        bc_host_stage_ctx sctx;
         bc_cuda_host_result hr;
         int rc;
         APPLY_SPECIFIC(bc_gpu_staging_take)(k.context_key, &own);
         sctx.api = api;
         sctx.own = &own;
-        rc = bc_cuda_bincount_host(api, &c, &k, &host, APPLY_SPECIFIC(bc_gpu_stage), &sctx, &hr,
+        rc = bc_cuda_bincount_host(api, &c, &k, &host, bc_host_stage, &sctx, &hr,
                                    &err);
         if (rc == 0 && !hr.device_path) {
-            rc = APPLY_SPECIFIC(bc_gpu_host_output)(&hr, out);
+            rc = bc_host_numpy_output(&hr, BC_OUT_DTYPE, BC_BUF_DTYPE, out);
             if (rc == 0 && !BC_SCATTER && c.x.length > 0)
                 APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, hr.length);
             APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, 1);

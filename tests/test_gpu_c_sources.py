@@ -25,6 +25,7 @@ GPU_C_FILES = [
     "bincount_cuda_host_result.h",
     "bincount_cuda_lib.c",
     "gpuarray_helper.h",
+    "cuda_host_staging.h",
     "bincount_cuda_host.c",
     "scatter_add_cuda_launch.h",
     "scatter_add_cuda_host.c",

@@ -110,6 +110,7 @@ class GpuBincount(GpuCFileOp):
         "bincount_cuda_host_result.h",
         "gpuarray_helper.h",
         "cuda_host_cupy.h",
+        "cuda_host_staging.h",
         "bincount_cuda_host.c",
     )
     c_function = "gpu_bincount"

@@ -12,8 +12,6 @@ length and errors) and its buffer is cleared by ``cuMemsetD32Async``.
 import ctypes
 import os
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpu_cases import AVAILABLE, EMULATED, WHY, cupy  # noqa: E402
+from gpu_cases import AVAILABLE, EMULATED, WHY, cupy, run_while_waiting  # noqa: E402
 
 aesara = pytest.importorskip("aesara")
 
@@ -231,27 +229,7 @@ def test_two_threads_at_once_share_no_staging_and_leak_none():
         f()
     live = []
     for _ in range(3):
-        results, errors = {}, []
-
-        def work(i):
-            try:
-                results[i] = fs[i]()
-            except Exception as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        lib.fake_cuda_hold_syncs(1)
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-        try:
-            for t in threads:
-                t.start()
-            deadline = time.monotonic() + 25
-            while lib.fake_cuda_syncs_waiting() < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            waiting = lib.fake_cuda_syncs_waiting()
-        finally:
-            lib.fake_cuda_hold_syncs(0)
-            for t in threads:
-                t.join(30)
+        results, errors, waiting = run_while_waiting(lib, fs)
         assert waiting == 2 and not errors, errors
         for i, x in enumerate(xs):
             np.testing.assert_array_equal(results[i], np.bincount(x))
