@@ -10,7 +10,8 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     ``aesara.function([], bincount(x))`` on a GPU shared variable, result
     back on the host.
     Also the rows of ``bench_gpu_loop.py`` (the seed's loop and the
-    embedding SGD step, end to end, against CuPy and PyTorch).
+    embedding SGD step, end to end, against CuPy and PyTorch) and of
+    ``bench_gpu_host.py`` (waits, copies, allocations and host µs per call).
 ``--table FILE...``
     Merge the JSON files of the runs above into one Markdown table.
 ``--sanitize``
@@ -60,6 +61,7 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
 from sizes import size_text  # noqa: E402
 from bench_gpu_contention import contention_rows, contention_table  # noqa: E402  (issue 19 item 7)
 from bench_gpu_loop import loop_rows, loop_table  # noqa: E402  (issue 18's rows)
+from bench_gpu_host import host_rows, host_table  # noqa: E402  (issue 28's host overhead)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -224,9 +226,10 @@ def run(args):
         cp.get_default_memory_pool().free_all_blocks()
     contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
     loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
-    for row in contention + loops:
+    host = [] if args.standalone else host_rows(cp, args.small, args.repeat)
+    for row in contention + loops + host:
         print(json.dumps(row), flush=True)
-    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops}
+    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops, "host": host}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -389,6 +392,9 @@ def render(runs):
     loops = [row for data in runs for row in data.get("loops", [])]
     if loops:
         lines += ["", "The seed's loop and the embedding SGD step (bench_gpu_loop.py):", "", loop_table(loops)]
+    host = [row for data in runs for row in data.get("host", [])]
+    if host:
+        lines += ["", "Host overhead per call (bench_gpu_host.py):", "", host_table(host)]
     return "\n".join(lines)
 
 

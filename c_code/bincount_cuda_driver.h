@@ -368,24 +368,18 @@ typedef struct bc_cuda_launch {
 } bc_cuda_launch;
 
 /*
- * Copy `bytes` (at most BC_CUDA_STATUS_BYTES) from device address `src` to
- * `dst` once everything queued on `stream` is done: the one wait of a launch
- * (synchronize!).  The `n_then` kernels of `then` are queued right after
- * the copy, in order, before the wait, so the GPU runs them without waiting
- * for the host (they must themselves skip their work on what the copied
- * status reports).
- * The caller's unlock/relock hooks run around the wait.
+ * Queue a copy of `bytes` from device address `src` into `landing` (host
+ * memory: page-locked, so that the copy is queued and returns at once),
+ * then the `n_then` kernels of `then`, in order, and wait for `stream`
+ * (synchronize!): the one wait of a launch.  The kernels run without
+ * waiting for the host (they must themselves skip their work on what the
+ * copied status reports).  The caller's unlock/relock hooks run around the
+ * copy and the wait.
  */
-static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *host,
-                                  bc_CUstream stream, bc_CUdeviceptr src, void *dst,
-                                  size_t bytes, const bc_cuda_launch *then, int n_then,
-                                  bc_cuda_error *err)
+static int bc_cuda_copy_wait(const bc_cuda_api *api, const bc_cuda_host *host, bc_CUstream stream,
+                             bc_CUdeviceptr src, void *landing, size_t bytes,
+                             const bc_cuda_launch *then, int n_then, bc_cuda_error *err)
 {
-    unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
-    unsigned char *slots = bc_cuda_pinned_slots(api);
-    const int slot = slots != NULL ? bc_cuda_slot_take() : -1;
-    unsigned char *landing =
-        slot >= 0 ? slots + (size_t)slot * BC_CUDA_STATUS_BYTES : (unsigned char *)pageable;
     void *token = host->unlock != NULL ? host->unlock(host->ctx) : NULL;
     int rc = bc_cuda_check(api, api->MemcpyDtoHAsync(landing, src, bytes, stream),
                            "cuMemcpyDtoHAsync", err);
@@ -399,7 +393,7 @@ static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *ho
                                                      BC_CUDA_THREADS, 1, 1, 0, stream,
                                                      then[i].args, NULL),
                                    then[i].what, err);
-        /* Wait even when a launch failed: the copy into the slot is queued. */
+        /* Wait even when a launch failed: the copy into `landing` is queued. */
         rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize",
                            queued != 0 ? &later : err);
         if (queued != 0)
@@ -407,6 +401,25 @@ static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *ho
     }
     if (host->relock != NULL)
         host->relock(host->ctx, token);
+    return rc;
+}
+
+/*
+ * Copy `bytes` (at most BC_CUDA_STATUS_BYTES) from device address `src` to
+ * `dst` once everything queued on `stream` is done, through a page-locked
+ * slot (bc_cuda_copy_wait, with the `n_then` kernels of `then`).
+ */
+static int bc_cuda_read_back_then(const bc_cuda_api *api, const bc_cuda_host *host,
+                                  bc_CUstream stream, bc_CUdeviceptr src, void *dst,
+                                  size_t bytes, const bc_cuda_launch *then, int n_then,
+                                  bc_cuda_error *err)
+{
+    unsigned long long pageable[BC_CUDA_STATUS_BYTES / 8];
+    unsigned char *slots = bc_cuda_pinned_slots(api);
+    const int slot = slots != NULL ? bc_cuda_slot_take() : -1;
+    unsigned char *landing =
+        slot >= 0 ? slots + (size_t)slot * BC_CUDA_STATUS_BYTES : (unsigned char *)pageable;
+    const int rc = bc_cuda_copy_wait(api, host, stream, src, landing, bytes, then, n_then, err);
     if (rc == 0)
         memcpy(dst, landing, bytes);
     bc_cuda_slot_give_back(slot);

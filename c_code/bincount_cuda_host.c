@@ -6,7 +6,8 @@
  *   int APPLY_SPECIFIC(gpu_bincount)(PyObject *x,            // cupy.ndarray (N,)
  *                                    PyArrayObject *n,        // int64 scalar
  *                                    PyObject *weights,       // cupy.ndarray or NULL
- *                                    PyObject **out);         // cupy.ndarray (n_bins,)
+ *                                    BC_OUT_OBJECT **out);    // cupy.ndarray (n_bins,), or
+ *                                                             // numpy.ndarray with BC_TO_HOST
  *
  * and, for aesara_bincount_core.gpu.fused.GpuFusedBincount (the weights
  * computed inline by a generated kernel; only when BC_FUSED_KINDS is
@@ -33,7 +34,14 @@
  *     its own copy (so Python code that
  *     runs during a call -- an allocation, a garbage collection, another
  *     thread on another device -- cannot change what the call launches);
- *   - device memory comes from CuPy's memory pool (cupy.zeros / cupy.empty);
+ *   - device memory comes from CuPy's memory pool (cupy.empty; what must be
+ *     zero is cleared by the launcher on the stream);
+ *   - with BC_TO_HOST (the output goes to the host: the Op took the place of
+ *     HostFromGpu), the launcher's bc_cuda_bincount_host runs instead, on
+ *     device and page-locked memory that the context's entry keeps from call
+ *     to call (the staging, cuda_host_staging.h): a call then allocates nothing, copies once and
+ *     waits once, and the output is a NumPy array (the previous one reused
+ *     when it has the length);
  *   - the GIL is released while the stream is waited for;
  *   - a failure becomes an exception through the kernel layer's renderer
  *     (aesara_bincount_core/cuda/errors.py, the project's one message table).
@@ -42,7 +50,7 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
  * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
  * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
@@ -64,13 +72,24 @@
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
 #endif
+#ifndef BC_TO_HOST
+#define BC_TO_HOST 0 /* standalone: -DBC_TO_HOST=1 compiles the other form */
+#endif
+
+#if BC_TO_HOST
+#define BC_OUT_OBJECT PyArrayObject
+#else
+#define BC_OUT_OBJECT PyObject
+#endif
 
 #include "bincount_common.h"
 #include "bincount_cuda.h"
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
+#include "bincount_cuda_host_result.h"
 #include "gpuarray_helper.h"
 #include "cuda_host_cupy.h"
+#include "cuda_host_staging.h"
 
 #ifdef DTYPE_INPUT_2
 #define BC_WEIGHTED 1
@@ -82,10 +101,12 @@
  * entry is replaced; a replaced context is asked again). */
 #define BC_GPU_CONTEXTS 16
 
-/* What the kernel layer gave for one context, and the capacity guess. */
+/* What the kernel layer gave for one context, the capacity guess, and the
+ * staging. */
 typedef struct {
     bc_cuda_kernels kernels;
     long long last_length;
+    bc_host_staging staging;
 } APPLY_SPECIFIC(bc_gpu_entry);
 
 /* The table, read and written only with the GIL held. */
@@ -159,9 +180,48 @@ static int APPLY_SPECIFIC(bc_gpu_prepare)(const bc_cuda_api *api, bc_cuda_kernel
             return 0;
     }
     APPLY_SPECIFIC(bc_gpu_table)(&slot);
+    bc_host_staging_free(api, &table[slot].staging);
     table[slot].kernels = *k;
     table[slot].last_length = 0;
     return 0;
+}
+
+/* Take the staging of the context `key` out of its entry into *st (empty
+ * when the entry has none, or another call holds it). */
+static void APPLY_SPECIFIC(bc_gpu_staging_take)(unsigned long long key,
+                                                bc_host_staging *st)
+{
+    APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
+    int i;
+    memset(st, 0, sizeof(*st));
+    for (i = 0; i < BC_GPU_CONTEXTS; i++) {
+        if (table[i].kernels.context_key == key) {
+            *st = table[i].staging;
+            memset(&table[i].staging, 0, sizeof(table[i].staging));
+            return;
+        }
+    }
+}
+
+/* Give *st back to the entry of context `key`, or free it (the entry is
+ * gone, or another call gave one back meanwhile, or `idle` is 0: work
+ * queued on it may still be pending after a failure). */
+static void APPLY_SPECIFIC(bc_gpu_staging_give_back)(const bc_cuda_api *api,
+                                                     unsigned long long key,
+                                                     bc_host_staging *st,
+                                                     int idle)
+{
+    APPLY_SPECIFIC(bc_gpu_entry) *table = APPLY_SPECIFIC(bc_gpu_table)(NULL);
+    int i;
+    for (i = 0; idle && i < BC_GPU_CONTEXTS; i++) {
+        if (table[i].kernels.context_key == key && table[i].staging.device_array == NULL &&
+            table[i].staging.pinned == NULL) {
+            table[i].staging = *st;
+            memset(st, 0, sizeof(*st));
+            return;
+        }
+    }
+    bc_host_staging_free(api, st);
 }
 
 /* Remember the length of a call in the context's entry, as the next guess. */
@@ -224,6 +284,30 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
+#if BC_TO_HOST
+    {
+        bc_host_staging own;
+        bc_host_stage_ctx sctx;
+        bc_cuda_host_result hr;
+        int rc;
+        APPLY_SPECIFIC(bc_gpu_staging_take)(k.context_key, &own);
+        sctx.api = api;
+        sctx.own = &own;
+        rc = bc_cuda_bincount_host(api, &c, &k, &host, bc_host_stage, &sctx, &hr,
+                                   &err);
+        if (rc == 0 && !hr.device_path) {
+            rc = bc_host_numpy_output(&hr, BC_OUT_DTYPE, BC_BUF_DTYPE, out);
+            if (rc == 0 && !BC_SCATTER && c.x.length > 0)
+                APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, hr.length);
+            APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, 1);
+            return rc;
+        }
+        APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, rc == 0);
+        if (rc != 0)
+            return bc_host_raise(&err, "GpuBincount");
+        /* Too large for the staging: the device path, then a copy. */
+    }
+#endif
     if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
@@ -236,13 +320,22 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     }
     if (!BC_SCATTER && c.x.length > 0)
         APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, res.length);
+#if BC_TO_HOST
+    {
+        PyObject *host_copy = PyObject_CallMethod(result, "get", NULL); /* synchronize! */
+        Py_DECREF(result);
+        if (host_copy == NULL)
+            return -1;
+        result = host_copy;
+    }
+#endif
     Py_XDECREF(*out);
     *out = result;
     return 0;
 }
 
 int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_in,
-                                 PyObject **out)
+                                 BC_OUT_OBJECT **out)
 {
     bc_cuda_bincount_call c;
     memset(&c, 0, sizeof(c));
@@ -260,7 +353,7 @@ int APPLY_SPECIFIC(gpu_bincount)(PyObject *x, PyArrayObject *n_in, PyObject *w_i
 #else
     (void)w_in;
 #endif
-    return APPLY_SPECIFIC(bc_gpu_call)(&c, out);
+    return APPLY_SPECIFIC(bc_gpu_call)(&c, (PyObject **)out);
 }
 
 #ifdef BC_FUSED_KINDS
@@ -354,3 +447,4 @@ int APPLY_SPECIFIC(gpu_bincount_fused)(PyObject **ins, PyArrayObject *n_in, PyOb
 
 #undef BC_WEIGHTED
 #undef BC_GPU_CONTEXTS
+#undef BC_OUT_OBJECT

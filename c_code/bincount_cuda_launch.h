@@ -218,6 +218,13 @@ static int bc_cuda_check_size(const bc_cuda_bincount_call *c, const bc_cuda_kern
     return 0;
 }
 
+/* Bytes of an element of a BC_DT_* dtype. */
+static int bc_cuda_dtype_size(int dtype)
+{
+    static const int sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+    return dtype >= 0 && dtype < 10 ? sizes[dtype] : 1;
+}
+
 /* Allocate through the caller; an out-of-memory becomes BC_MSG_NO_MEMORY
  * for an output of `reported_bins` bins. */
 static void *bc_cuda_alloc(const bc_cuda_host *host, int dtype, long long count, int zero,
@@ -235,13 +242,34 @@ static void *bc_cuda_alloc(const bc_cuda_host *host, int dtype, long long count,
     return a;
 }
 
+/* bc_cuda_alloc of zero-filled memory: cleared here, on the call's stream
+ * (cuMemsetD32Async), when its size is whole 4-byte words, else by the
+ * caller. */
+static void *bc_cuda_alloc_zeroed(const bc_cuda_host *host, const bc_cuda_api *api,
+                                  bc_CUstream stream, int dtype, long long count,
+                                  bc_CUdeviceptr *ptr, long long reported_bins,
+                                  int out_itemsize, bc_cuda_error *err)
+{
+    const long long bytes = count * bc_cuda_dtype_size(dtype);
+    const int here = bytes % 4 == 0;
+    void *a = bc_cuda_alloc(host, dtype, count, !here, ptr, reported_bins, out_itemsize, err);
+    if (a != NULL && here && bytes > 0 &&
+        bc_cuda_check(api, api->MemsetD32Async(*ptr, 0, (size_t)(bytes / 4), stream),
+                      "cuMemsetD32Async", err) != 0) {
+        host->release(host->ctx, a);
+        return NULL;
+    }
+    return a;
+}
+
 /* A zero-filled accumulator buffer of `bins` bins and a bc_status. */
-static void *bc_cuda_alloc_buffer(const bc_cuda_host *host, const bc_cuda_bincount_call *c,
-                                  long long bins, long long *padded, bc_CUdeviceptr *ptr,
-                                  bc_cuda_error *err)
+static void *bc_cuda_alloc_buffer(const bc_cuda_host *host, const bc_cuda_api *api,
+                                  const bc_cuda_bincount_call *c, long long bins,
+                                  long long *padded, bc_CUdeviceptr *ptr, bc_cuda_error *err)
 {
     const long long count = bc_cuda_buffer_elements(bins, c->buffer_itemsize, padded);
-    return bc_cuda_alloc(host, c->buffer_dtype, count, 1, ptr, bins, c->out_itemsize, err);
+    return bc_cuda_alloc_zeroed(host, api, c->stream, c->buffer_dtype, count, ptr, bins,
+                                c->out_itemsize, err);
 }
 
 /*
@@ -377,6 +405,19 @@ static int bc_cuda_status_error(const bc_cuda_bincount_call *c, const bc_status 
     return bc_cuda_fail(err, BC_CUDA_E_INDEX, 0, pos, c->n);
 }
 
+/* Bins of the first pass (step 2): n in the scatter-add form, else
+ * max(n, guess), the guess being the caller's hint (at most `cap`) or
+ * BC_CUDA_FIRST_PASS_BINS. */
+static long long bc_cuda_first_bins(const bc_cuda_bincount_call *c, long long cap)
+{
+    long long guess = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
+    if (c->scatter)
+        return c->n;
+    if (guess > cap)
+        guess = cap;
+    return c->n > guess ? c->n : guess;
+}
+
 /*
  * Count, or sum weights, into bins: the whole call (steps 0-5 above).
  * Returns 0 with *result filled, or -1 with *err filled; either way no
@@ -395,8 +436,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
     if (bc_cuda_check_call(api, c, k, err) != 0)
         return -1;
     if (c->x.length == 0) {
-        result->array = bc_cuda_alloc(host, c->out_dtype, c->n, 1, &out_ptr, c->n,
-                                      c->out_itemsize, err);
+        result->array = bc_cuda_alloc_zeroed(host, api, c->stream, c->out_dtype, c->n, &out_ptr,
+                                             c->n, c->out_itemsize, err);
         result->length = c->n;
         return result->array != NULL ? 0 : -1;
     }
@@ -404,15 +445,8 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         return -1;
 
     /* 2. First pass: C bins, max(x) and the first refused position. */
-    if (c->scatter) {
-        bins = c->n;
-    } else {
-        long long guess = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
-        if (guess > BC_CUDA_FIRST_PASS_MAX_BINS)
-            guess = BC_CUDA_FIRST_PASS_MAX_BINS;
-        bins = c->n > guess ? c->n : guess;
-    }
-    buf = bc_cuda_alloc_buffer(host, c, bins, &padded, &buf_ptr, err);
+    bins = bc_cuda_first_bins(c, BC_CUDA_FIRST_PASS_MAX_BINS);
+    buf = bc_cuda_alloc_buffer(host, api, c, bins, &padded, &buf_ptr, err);
     if (buf == NULL)
         return -1;
     if (bc_cuda_queue_hist(api, k, c, buf_ptr, padded, 0, bins, err) != 0)
@@ -434,7 +468,7 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
     if (length > bins) {
         long long padded2 = 0;
         bc_CUdeviceptr ptr2 = 0;
-        void *buf2 = bc_cuda_alloc_buffer(host, c, length, &padded2, &ptr2, err);
+        void *buf2 = bc_cuda_alloc_buffer(host, api, c, length, &padded2, &ptr2, err);
         if (buf2 == NULL)
             goto fail;
         if (bc_cuda_check(api,

@@ -25,8 +25,10 @@ GPU_C_FILES = [
     "bincount_cuda.h",
     "bincount_cuda_driver.h",
     "bincount_cuda_launch.h",
+    "bincount_cuda_host_result.h",
     "bincount_cuda_lib.c",
     "gpuarray_helper.h",
+    "cuda_host_staging.h",
     "bincount_cuda_host.c",
     "scatter_add_cuda_launch.h",
     "scatter_add_cuda_host.c",
@@ -56,6 +58,9 @@ def test_file_compiles_on_its_own(name, lang):
            *INCLUDES, "-x", lang, os.path.join(C_CODE, name)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    if name == "bincount_cuda_host.c":  # and its form whose result goes to the host
+        proc = subprocess.run(cmd[:-1] + ["-DBC_TO_HOST=1", cmd[-1]], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
 
 
 @needs_gcc

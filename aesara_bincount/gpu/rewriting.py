@@ -20,6 +20,13 @@ removes the ``GpuFromHost(HostFromGpu(g))`` that the update of a GPU shared
 variable puts around the result, so that the update stays on the GPU, and
 ``local_inplace_scatter_add`` (position 60) makes it add in place.
 
+:func:`local_gpu_bincount_to_host`, last (position 49.5, after the fusion
+pass of :mod:`aesara_bincount.gpu.fusion`), gives the ``HostFromGpu`` that
+is the only client of a ``GpuBincount`` (or ``GpuFusedBincount``) output to
+the Op itself (``to_host=True``): the call then copies the bins and its
+status back together, behind its one wait, instead of waiting once for the
+status and once more for the copy of the result.
+
 It is registered once, in ``optdb`` at position 48.5 (the rows rewrite at 48.51,
 the round trip at 48.52) (after ``specialize``,
 where ``local_bincount`` runs, and before the merge at 49 and the in-place
@@ -43,7 +50,12 @@ from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.op import Bincount
 from aesara_bincount_core.scatter_add import ScatterAdd
 
-__all__ = ["local_gpu_bincount", "local_gpu_scatter_add", "local_gpu_transfer_round_trip"]
+__all__ = [
+    "local_gpu_bincount",
+    "local_gpu_scatter_add",
+    "local_gpu_transfer_round_trip",
+    "local_gpu_bincount_to_host",
+]
 
 
 def _gpu_source(v):
@@ -156,4 +168,30 @@ optdb.register(
     "gpu_bincount",
     "cxx_only",
     position=48.52,
+)
+
+
+@node_rewriter([HostFromGpu])
+def local_gpu_bincount_to_host(fgraph, node):
+    """``HostFromGpu(GpuBincount(...))`` is ``GpuBincount(..., to_host=True)``
+    when the copy is the only client of the GPU output (not a graph output)."""
+    g = node.inputs[0]
+    producer = g.owner
+    if producer is None or not isinstance(producer.op, GpuBincount) or producer.op.to_host:
+        return False
+    clients = fgraph.clients.get(g, [])
+    if len(clients) != 1 or clients[0][0] is not node:
+        return False
+    new = producer.op.with_host_output()(*producer.inputs)
+    return replacement_for(node.outputs[0], new)
+
+
+optdb.register(
+    "local_gpu_bincount_to_host",
+    in2out(local_gpu_bincount_to_host),
+    "fast_run",
+    "bincount",
+    "gpu_bincount",
+    "cxx_only",
+    position=49.5,
 )

@@ -180,7 +180,11 @@ class Driver:
         launchers of the bincount and the rows are in C
         (``c_code/bincount_cuda_launch.h``); this one is for the generated
         elementwise kernels (:mod:`aesara_bincount_core.gpu.elemwise`)."""
-        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(params), ctypes.c_void_p))
+        self.launch_args(func, blocks, threads, stream, (ctypes.c_void_p * 1)(ctypes.addressof(params)))
+
+    def launch_args(self, func: int, blocks: int, threads: int, stream: int, args) -> None:
+        """:meth:`launch` with the kernel's argument pointers already built
+        (``args``: a ctypes array of ``void *``, each pointing at a parameter)."""
         self._check(
             self._lib.cuLaunchKernel(func, blocks, 1, 1, threads, 1, 1, 0, stream, args, None),
             "cuLaunchKernel",

@@ -40,8 +40,6 @@ MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS[
 #: which x86 code without -mfma never does): so that +, -, * and / round as
 #: on the CPU, bit for bit.  Division and sqrt are IEEE (NVRTC's defaults).
 _NVRTC_OPTIONS = ("-std=c++17", "-fmad=false")
-#: Resident threads per multiprocessor (sm_80 and sm_90: 2048) that size the grid.
-_THREADS_PER_SM = 2048
 
 
 class _Params(ctypes.Structure):
@@ -287,10 +285,25 @@ class GpuElemwise(Op):
             found = node.tag.bc_elemwise_layout = (arrays, scalars, [o.type.dtype for o in node.outputs])
         return found
 
-    def perform(self, node, inputs, output_storage):
-        cp = cupy_module()
+    def _plan(self, node) -> "_Launch":
+        """The launch of ``node`` in the current CUDA context, built once per
+        node and context (kernel, grid limit, parameter block)."""
         from aesara_bincount_core.cuda import driver
 
+        drv = driver.driver()
+        plans = getattr(node.tag, "bc_elemwise_plans", None)
+        if plans is None:
+            plans = node.tag.bc_elemwise_plans = {}
+        key = drv.context_key(drv.current_context())
+        plan = plans.get(key)
+        if plan is None:
+            func, multiprocessors = self._function(node)  # makes a context current if none was
+            key = drv.context_key(drv.current_context())
+            plan = plans[key] = _Launch(drv, func, multiprocessors, node.outputs[0].type.ndim)
+        return plan
+
+    def perform(self, node, inputs, output_storage):
+        cp = cupy_module()
         array_args, scalar_args, out_dtypes = self._layout(node)
         arrays = [inputs[k] for k in array_args]
         ndim = node.outputs[0].type.ndim
@@ -301,12 +314,14 @@ class GpuElemwise(Op):
         n = math.prod(shape)
         if n == 0:
             return
-        p = _Params()
-        p.n, p.ndim = n, ndim
-        for k, dtype in scalar_args:  # host scalars: kernel arguments
-            raw = np.asarray(inputs[k], dtype=dtype).tobytes()
-            p.scalars[k] = int.from_bytes(raw.ljust(8, b"\0"), "little")
         _check_arrays(self, arrays, cp.cuda.runtime.getDevice())
+        plan = self._plan(node)
+        p = plan.params
+        p.n = n
+        for k, dtype in scalar_args:  # host scalars: kernel arguments
+            v = inputs[k]
+            raw = (v if v.dtype == dtype else np.asarray(v, dtype=dtype)).tobytes()
+            p.scalars[k] = int.from_bytes(raw, "little")
         args = list(zip(array_args, arrays)) + list(enumerate(outs, len(inputs)))
         contiguous = all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for _, a in args)
         for k, a in args:
@@ -318,9 +333,29 @@ class GpuElemwise(Op):
         if not contiguous:
             p.shape[:ndim] = shape
         p.contiguous = int(contiguous)
-        func, multiprocessors = self._function(node)
-        blocks = max(1, min(-(-n // THREADS), multiprocessors * (_THREADS_PER_SM // THREADS)))
-        driver.driver().launch(func, blocks, THREADS, cp.cuda.get_current_stream().ptr, p)
+        plan.launch(min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
+
+
+class _Launch:
+    """What every launch of one GpuElemwise node in one CUDA context shares,
+    built once: the kernel, the most blocks worth launching (those that run at
+    once: the multiprocessors times the blocks the driver's occupancy
+    calculator grants one of them), and the kernel's parameter block, of which
+    each call rewrites the fields it uses (the driver copies it at launch)."""
+
+    __slots__ = ("_drv", "_func", "max_blocks", "params", "_args")
+
+    def __init__(self, drv, func: int, multiprocessors: int, ndim: int):
+        self._drv, self._func = drv, func
+        per_sm = drv.max_active_blocks(func, THREADS, 0)
+        self.max_blocks = max(1, multiprocessors * max(1, per_sm))
+        self.params = _Params()
+        self.params.ndim = ndim
+        self._args = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
+
+    def launch(self, blocks: int, stream: int) -> None:
+        """``cuLaunchKernel`` of ``blocks`` blocks with the current parameters, on ``stream``."""
+        self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, self._args)
 
 
 def _check_arrays(op, arrays: Sequence, device: int) -> None:

@@ -93,6 +93,8 @@ class GpuFusedBincount(GpuBincount):
     ``x``, or of the weights, which is checked as a weights array's is
     (``ValueError`` naming both lengths).
 
+    ``to_host``: as for ``GpuBincount`` (the output on the host).
+
     Results: those of ``GpuBincount`` of the computed values.  They are
     computed by the scalar ops' own code as ``GpuElemwise`` computes them
     (same rounding: no fused multiply-adds), so integer results are exact
@@ -104,14 +106,15 @@ class GpuFusedBincount(GpuBincount):
     messages are GpuBincount's.
     """
 
-    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted")
+    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "to_host")
     _cop_num_inputs = None
     c_function = "gpu_bincount_fused"
     kernel_sources = GpuBincount.kernel_sources + (scalar_codegen.CUDA_PREAMBLE,)
     version = 1
 
-    def __init__(self, mode: str = "bincount", out_dtype=None, x_op=None, w_op=None, weighted=None):
-        super().__init__(mode, out_dtype)
+    def __init__(self, mode: str = "bincount", out_dtype=None, x_op=None, w_op=None, weighted=None,
+                 to_host=False):
+        super().__init__(mode, out_dtype, to_host)
         for what, sop in (("x_op", x_op), ("w_op", w_op)):
             if sop is not None and (not isinstance(sop, aes.Composite) or sop.nout != 1):
                 raise TypeError(f"GpuFusedBincount: {what} must be a Composite with one output, got {sop}")
@@ -133,6 +136,8 @@ class GpuFusedBincount(GpuBincount):
             parts.append(f"x={self.x_op}")
         if self.w_op is not None:
             parts.append(f"weights={self.w_op}")
+        if self.to_host:
+            parts.append("to_host=True")
         return f"GpuFusedBincount{{{', '.join(parts)}}}"
 
     # -- layout of the inputs ------------------------------------------------
@@ -168,7 +173,7 @@ class GpuFusedBincount(GpuBincount):
         length = _constant_int(n) if self.mode == "scatter" else None
         if length is not None and length < 0:
             length = None
-        return Apply(self, x_ins + [n] + w_ins, [GpuArrayType(self.out_dtype, shape=(length,))()])
+        return Apply(self, x_ins + [n] + w_ins, [self.output_type(self.out_dtype, shape=(length,))()])
 
     @staticmethod
     def _group(name, what, sop, ins) -> list:
@@ -231,7 +236,7 @@ class GpuFusedBincount(GpuBincount):
         x = compute(self.x_op, x_ins, v_x)
         w = compute(self.w_op, w_ins, v_w) if self.weighted else None
         out = reference_bincount(x, int(n), w, mode=self.mode, out_dtype=self.out_dtype)
-        output_storage[0][0] = cp.asarray(out)
+        output_storage[0][0] = self.host_or_gpu(out)
 
     # -- the kernel --------------------------------------------------------
     def _device_function(self, sop, variables, first: int, fname: str, tag: str):
@@ -330,6 +335,7 @@ class GpuFusedBincount(GpuBincount):
             "BC_BUF_DTYPE": sources.DTYPES[acc.buffer_dtype][0],
             "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
             "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
+            "BC_TO_HOST": int(self.to_host),
             "BC_FUSED_KINDS": f'"{kinds}"',
             "BC_FUSED_NX": len(x_ins),
             "BC_FUSED_ITEMSIZES": "{" + ", ".join(

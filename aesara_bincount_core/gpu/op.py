@@ -3,6 +3,7 @@ from typing import Optional
 
 import numpy as np
 from aesara.tensor.basic import as_tensor_variable
+from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.cuda import sources
 from aesara_bincount_core.gpu.c_file_op import GpuCFileOp
@@ -39,6 +40,11 @@ class GpuBincount(GpuCFileOp):
         As for :class:`~aesara_bincount.Bincount`.
     out_dtype : str, optional
         As for :class:`~aesara_bincount.Bincount`.
+    to_host : bool, optional
+        The output is a host tensor (``numpy.ndarray``) instead of a GPU
+        array: the Op also does the work of the ``HostFromGpu`` that would
+        follow it.  The rewrite ``gpu_bincount_to_host`` sets it when that
+        copy is the output's only client; not meant to be set by hand.
 
     Notes
     -----
@@ -50,17 +56,22 @@ class GpuBincount(GpuCFileOp):
     - ``weights`` (optional): GPU ``(N,)`` or ``()`` (broadcast) of
       ``out_dtype``; in ``"scatter"`` mode also ``(1,)``, broadcast.
 
-    Output: GPU ``(n_bins,)`` of ``out_dtype``.
+    Output: GPU ``(n_bins,)`` of ``out_dtype`` (host with ``to_host``).
 
     The C implementation (``c_code/bincount_cuda_host.c``) runs the one
     launcher of the kernels (``c_code/bincount_cuda_launch.h``, which the
     stand-alone kernel layer :func:`~aesara_bincount_core.cuda.kernels.bincount_cupy`
     runs too) through the CUDA driver API, loaded at run time, on CuPy's
     current stream.  It waits for the stream once per call (the output's
-    length depends on ``max(x)``), with the GIL released; a compiled function
-    then makes a second device-to-host round trip when its output goes back
-    to the host (``HostFromGpu``).  What the two cost against the 50 µs
-    target of the seed case has not been measured: no GPU has been lent yet.
+    length depends on ``max(x)``), with the GIL released.  With ``to_host``
+    that wait is also the copy of the result: the bins and the status come
+    back in one device-to-host copy into page-locked memory, with device and
+    page-locked memory kept per context from call to call, so that a call
+    allocates nothing on the device (a second pass, with a second wait,
+    only when ``max(x) + 1`` exceeds the previous call's length; outputs of
+    more than 16 MiB take the device path and a copy).  Without it, the
+    buffer comes from CuPy's pool (``cupy.empty``) and is cleared on the
+    stream by ``cuMemsetD32Async``; the result stays on the GPU.
 
     ``perform`` is the reference, as for the CPU Op: it copies the inputs to
     the host, runs :func:`~aesara_bincount_core.semantics.reference_bincount`
@@ -86,7 +97,9 @@ class GpuBincount(GpuCFileOp):
     names the cause.
     """
 
-    __props__ = ("mode", "out_dtype")
+    __props__ = ("mode", "out_dtype", "to_host")
+    #: For Ops pickled before the prop existed.
+    to_host = False
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
@@ -94,8 +107,10 @@ class GpuBincount(GpuCFileOp):
         "bincount_cuda.h",
         "bincount_cuda_driver.h",
         "bincount_cuda_launch.h",
+        "bincount_cuda_host_result.h",
         "gpuarray_helper.h",
         "cuda_host_cupy.h",
+        "cuda_host_staging.h",
         "bincount_cuda_host.c",
     )
     c_function = "gpu_bincount"
@@ -104,9 +119,15 @@ class GpuBincount(GpuCFileOp):
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 
-    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None):
+    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None, to_host: bool = False):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
+        self.to_host = bool(to_host)
         GpuCFileOp.__init__(self)
+
+    def with_host_output(self) -> "GpuBincount":
+        """The same Op with ``to_host`` set (its output a host tensor)."""
+        props = {p: getattr(self, p) for p in self.__props__ if p != "to_host"}
+        return type(self)(**props, to_host=True)
 
     def c_flags(self, node):
         x_dtype = node.inputs[0].type.dtype
@@ -122,14 +143,24 @@ class GpuBincount(GpuCFileOp):
             "BC_BUF_DTYPE": sources.DTYPES[acc.buffer_dtype][0],
             "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
             "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
+            "BC_TO_HOST": int(self.to_host),
         }
 
     # -- graph -------------------------------------------------------------
     # Bincount's make_node, with GPU inputs and output: x and weights are GPU
     # arrays (a tensor is transferred), n stays on the host.
     as_array = staticmethod(_as_gpu)
-    output_type = GpuArrayType
     make_node = Bincount.make_node
+
+    @property
+    def output_type(self):
+        """The type of the output: a GPU array, or a host tensor with ``to_host``."""
+        return TensorType if self.to_host else GpuArrayType
+
+    def host_or_gpu(self, out):
+        """``out`` (a NumPy array) as the output's value: itself with
+        ``to_host``, else a copy on the GPU."""
+        return out if self.to_host else cupy_module().asarray(out)
 
     def perform(self, node, inputs, output_storage, params=None):
         # The reference, on host copies (see the class docstring).
@@ -139,7 +170,7 @@ class GpuBincount(GpuCFileOp):
         out = reference_bincount(
             cp.asnumpy(x), int(n), weights, mode=self.mode, out_dtype=node.outputs[0].type.dtype
         )
-        output_storage[0][0] = cp.asarray(out)
+        output_storage[0][0] = self.host_or_gpu(out)
 
     infer_shape = Bincount.infer_shape
     connection_pattern = Bincount.connection_pattern

@@ -8,6 +8,8 @@ skipped.  Nothing here imports Aesara: the kernel tests also run under
 NumPy 2 + CuPy 14, where Aesara cannot be imported.
 """
 import os
+import threading
+import time
 
 import numpy as np
 
@@ -85,3 +87,32 @@ def data(kind: str, n: int, bins: int, dtype: str, seed: int = 0) -> np.ndarray:
         if kind == "sorted":
             x.sort()
     return x.astype(dtype)
+
+
+def run_while_waiting(fake, calls, limit_s: float = 25.0):
+    """Run each of ``calls`` in a thread of its own with the emulation's stream
+    synchronizations held until all of them wait at once (or ``limit_s``
+    passed), then let them go.  Returns ``(results, errors, waiting)``:
+    results by index, the exceptions raised, how many waited at once."""
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            results[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            errors.append(exc)
+
+    fake.fake_cuda_hold_syncs(1)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(calls))]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + limit_s
+        while fake.fake_cuda_syncs_waiting() < len(calls) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        waiting = fake.fake_cuda_syncs_waiting()
+    finally:
+        fake.fake_cuda_hold_syncs(0)
+        for t in threads:
+            t.join(30)
+    return results, errors, waiting

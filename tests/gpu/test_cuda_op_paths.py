@@ -27,7 +27,6 @@ import ctypes
 import os
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -35,7 +34,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpu_cases import AVAILABLE, EMULATED, INDEX_DTYPES, WHY, assert_matches, cupy, reference  # noqa: E402
+from gpu_cases import (  # noqa: E402
+    AVAILABLE, EMULATED, INDEX_DTYPES, WHY, assert_matches, cupy, reference, run_while_waiting,
+)
 
 aesara = pytest.importorskip("aesara")
 
@@ -419,29 +420,9 @@ def test_other_threads_run_while_the_stream_is_waited_for():
     small = np.array([1, 2, 10], dtype="int32")
     large = np.array([5, 3000, 3000], dtype="int32")
     fs = [aesara.function([], bincount(gpu.shared(v))) for v in (small, large)]
-    results, errors = {}, []
-
-    def work(i):
-        try:
-            results[i] = fs[i]()
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
     for f in fs:
         f()  # compiled and loaded before the syncs are held
-    fake.fake_cuda_hold_syncs(1)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    try:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 25
-        while fake.fake_cuda_syncs_waiting() < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        waiting = fake.fake_cuda_syncs_waiting()
-    finally:
-        fake.fake_cuda_hold_syncs(0)
-        for t in threads:
-            t.join(30)
+    results, errors, waiting = run_while_waiting(fake, fs)
     assert waiting == 2 and not errors, errors
     assert np.array_equal(results[0], np.bincount(small).astype("int32"))
     assert np.array_equal(results[1], np.bincount(large).astype("int32"))
@@ -456,8 +437,10 @@ def test_two_devices_python_code_in_the_middle_of_a_call():
     x1 = np.array([2, 5, 5, 5], dtype="int32")
     with cp.cuda.Device(1):
         g1 = gpu.shared(x1)
-    f0 = aesara.function([], bincount(gpu.shared(x0)))
-    f1 = aesara.function([], bincount(g1))
+    # Results kept on the GPU: the call allocates its output (with the result
+    # on the host it allocates only the first time, the staging).
+    f0 = aesara.function([], gpu.gpu_from_host(bincount(gpu.shared(x0))))
+    f1 = aesara.function([], gpu.gpu_from_host(bincount(g1)))
     inner = []
 
     def other_device():
@@ -471,8 +454,8 @@ def test_two_devices_python_code_in_the_middle_of_a_call():
         got = f0()
     finally:
         cp.alloc_hooks.remove(other_device)
-    assert np.array_equal(got, np.bincount(x0).astype("int32"))
-    assert np.array_equal(inner[1], np.bincount(x1).astype("int32"))
+    assert np.array_equal(cp.asnumpy(got), np.bincount(x0).astype("int32"))
+    assert np.array_equal(cp.asnumpy(inner[1]), np.bincount(x1).astype("int32"))
 
 
 @needs_emulation

@@ -155,7 +155,9 @@ std::deque<generated_entry> generated; /* stable addresses: the handles */
 
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
-long long counters[8];                          /* see fake_cuda_counters */
+long long counters[12];                         /* see fake_cuda_counters, fake_cuda_counter */
+/* Page-locked allocations live now (cuMemHostAlloc, cuMemFreeHost): their sizes. */
+std::map<const void *, size_t> pinned;
 /* The sticky error of the (every) context: after a kernel made a misaligned
  * access, every later call that uses the context fails with it, as on a GPU,
  * until the test clears it (fake_cuda_sticky). */
@@ -202,6 +204,26 @@ void make_tables()
 }
 
 /* Fail this call if the test asked for it (once). */
+/* FAKE_CUDA_SKIP_KERNELS=1: launches are checked and counted but no kernel
+ * runs (the host-overhead benchmark, benchmarks/bench_gpu_host.py, times the
+ * host side alone); results are then whatever the memory held. */
+bool skip_kernels()
+{
+    static const bool skip = env_int("FAKE_CUDA_SKIP_KERNELS", 0) != 0;
+    return skip;
+}
+
+/* Whether [p, p + bytes) lies in page-locked memory (called under `lock`). */
+bool is_pinned(const void *p, size_t bytes)
+{
+    auto it = pinned.upper_bound(p);
+    if (it == pinned.begin())
+        return false;
+    --it;
+    const char *base = (const char *)it->first;
+    return (const char *)p >= base && (const char *)p + bytes <= base + it->second;
+}
+
 bool injected(int which, CUresult *code)
 {
     std::lock_guard<std::mutex> g(lock);
@@ -339,6 +361,20 @@ void fake_cuda_counters(long long *out)
     std::lock_guard<std::mutex> g(lock);
     for (int i = 0; i < 8; i++)
         out[i] = counters[i];
+}
+
+/* Test API: one counter, `which` of fake_cuda_counters or beyond: [8]
+ * page-locked allocations (cuMemHostAlloc), [9] device-to-host copies into
+ * pageable memory (each one a wait for the stream, as on a GPU: the driver
+ * copies through a staging buffer and returns when the copy is done),
+ * [10] page-locked allocations live now, [11] the grid (blocks) of the last
+ * launch of a generated kernel. */
+long long fake_cuda_counter(int which)
+{
+    std::lock_guard<std::mutex> g(lock);
+    if (which == 10)
+        return (long long)pinned.size();
+    return which >= 0 && which < 12 ? counters[which] : -1;
 }
 
 /* Test API: make the next call of kind `which` (0 launch, 1 memset, 2 device-to-host
@@ -577,7 +613,30 @@ CUresult cuFuncSetAttribute(void *func, int attribute, int value)
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *func, int threads,
                                                      size_t shared)
 {
-    if (!is_hist_function(func) || threads <= 0)
+    if (threads <= 0 || threads > 1024)
+        return ERR_INVALID_VALUE;
+    const generated_entry *e;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        e = as_generated(func);
+    }
+    if (e != nullptr && !e->hist) {
+        /* A generated elementwise kernel: limited by its registers, as on an
+         * sm_90 multiprocessor (65536 registers, at most 2048 threads and 32
+         * blocks); FAKE_CUDA_EW_REGISTERS per thread (default 40, what NVRTC
+         * gives the float64 kernels), in warps of 32, and by shared memory. */
+        const int regs = env_int("FAKE_CUDA_EW_REGISTERS", 40);
+        const int warps = (threads + 31) / 32;
+        int fit = 65536 / (regs * 32 * warps);
+        if (2048 / threads < fit)
+            fit = 2048 / threads;
+        if (fit > 32)
+            fit = 32;
+        const long long by_shared = shared_per_sm() / ((long long)shared + block_reserve());
+        *blocks = by_shared < fit ? (int)by_shared : fit;
+        return OK;
+    }
+    if (!is_hist_function(func))
         return ERR_INVALID_VALUE;
     {
         /* A block asking more than the function is allowed cannot run at all. */
@@ -639,8 +698,10 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
                     return ERR_INVALID_VALUE;
             }
             counters[0]++;
+            counters[11] = gx;
         }
-        e->run(params, gx, bx, shared);
+        if (!skip_kernels())
+            e->run(params, gx, bx, shared);
         if (emu::misaligned.exchange(false))
             sticky.store(ERR_MISALIGNED_ADDRESS);
         return OK;
@@ -690,6 +751,8 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         sticky.store(ERR_MISALIGNED_ADDRESS);
         return OK; /* reported by the next call, as the asynchronous fault is */
     }
+    if (skip_kernels())
+        return OK;
     if (k->finish == 2)
         emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
                     shared);
@@ -731,6 +794,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, v
     std::memcpy(dst, (const void *)src, bytes);
     std::lock_guard<std::mutex> g(lock);
     counters[2]++;
+    if (!is_pinned(dst, bytes))
+        counters[9]++;
     return OK;
 }
 
@@ -795,15 +860,35 @@ CUresult cuStreamSynchronize(void *stream)
     return OK;
 }
 
+/* As the driver: page-aligned memory, not zeroed (filled with 0xA5 here, so
+ * that code relying on zeroed memory fails); 0 bytes or unknown flags are
+ * CUDA_ERROR_INVALID_VALUE; cuMemFreeHost of anything else than such an
+ * allocation is CUDA_ERROR_INVALID_VALUE. */
 CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
 {
-    (void)flags;
-    *p = std::calloc(1, bytes);
-    return *p ? OK : 2;
+    if (p == nullptr || bytes == 0 || (flags & ~0x7u) != 0)
+        return ERR_INVALID_VALUE;
+    const size_t page = 4096, size = (bytes + page - 1) / page * page;
+    void *mem = std::aligned_alloc(page, size);
+    if (mem == nullptr)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    std::memset(mem, 0xA5, size);
+    std::lock_guard<std::mutex> g(lock);
+    pinned[mem] = size;
+    counters[8]++;
+    *p = mem;
+    return OK;
 }
 
 CUresult cuMemFreeHost(void *p)
 {
+    {
+        std::lock_guard<std::mutex> g(lock);
+        auto it = pinned.find(p);
+        if (it == pinned.end())
+            return ERR_INVALID_VALUE;
+        pinned.erase(it);
+    }
     std::free(p);
     return OK;
 }

@@ -3,7 +3,9 @@
 Test code only.  Arrays are :class:`ndarray`, a NumPy subclass whose
 ``data.ptr`` is the host address of element 0; with ``FAKE_CUDA`` pointing
 at tests/gpu_emu's fake libcuda, the CUDA kernels run on CPU threads over
-this memory.  ``get()`` counts as a synchronization (``counters["sync"]``).
+this memory.  ``get()`` and ``asnumpy`` count as a synchronization (``counters["sync"]``)
+and a device-to-host copy (``counters["d2h"]``); ``counters["alloc"]``
+counts allocations from the pool.
 ``FAKE_CUPY_MAX_BYTES`` makes bigger allocations raise ``OutOfMemoryError``
 (a ``MemoryError``), as CuPy's memory pool does.
 
@@ -56,7 +58,7 @@ class _Counters(dict):
         dict.__setitem__(self, key, value - self._driver_syncs() if key == "sync" else value)
 
 
-counters = _Counters(sync=0, alloc=0)
+counters = _Counters(sync=0, alloc=0, d2h=0)
 #: Callables run (without arguments) at every allocation from the pool.
 alloc_hooks = []
 #: The byte freed memory is filled with.
@@ -137,7 +139,10 @@ class ndarray(_np.ndarray):
         return cuda.Device(self._device)
 
     def get(self, stream=None):
+        # A synchronous copy into pageable memory, as CuPy's: a wait and a
+        # device-to-host copy.
         counters["sync"] += 1
+        counters["d2h"] += 1
         return _np.array(self, copy=True).view(_np.ndarray)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -351,6 +356,8 @@ def array(a, dtype=None, copy=True):
 
 
 def asnumpy(a):
+    if isinstance(a, ndarray):
+        return a.get()  # CuPy's asnumpy of a device array is its get()
     return _np.array(a, copy=True).view(_np.ndarray)
 
 
