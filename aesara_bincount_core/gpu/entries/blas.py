@@ -1,6 +1,9 @@
 """Table entries of the matrix products: Dot, Dot22, Dot22Scalar, Gemm, Gemv, Ger, BatchedDot.
 
-The products are CuPy's (``cupy.dot``, ``cupy.matmul``, ``cupy.outer``),
+The subclasses that Aesara's BLAS rewrites put in graphs before the
+lifting pass (``CGemv``, ``CGer`` with a C BLAS, ``ScipyGer`` with SciPy)
+have the entries of their base classes.  The products are CuPy's
+(``cupy.dot``, ``cupy.matmul``, ``cupy.outer``),
 which call cuBLAS for float32 and float64 and a kernel of CuPy's for
 integers.  CuPy computes float32 products in float32 (cuBLAS's
 ``CUBLAS_COMPUTE_32F``) unless the user sets ``CUPY_TF32=1`` (then
@@ -13,6 +16,7 @@ Op's output (Aesara's upcast); float16 and complex stay on the host.
 """
 from aesara.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from aesara.tensor.blas_c import CGemv, CGer
+from aesara.tensor.blas_scipy import ScipyGer
 from aesara.tensor.math import Dot
 
 from aesara_bincount_core.gpu.entries._common import FLOATS, dtype_problem, host_scalar
@@ -130,7 +134,7 @@ for _gemv in (Gemv, CGemv):
         accepts_text="float32, float64; alpha and beta are host scalars; " + _ORDER,
         outputs="a new vector (y is never overwritten)",
     )(_gemv_funcify)  # fmt: skip
-for _ger in (Ger, CGer):
+for _ger in (Ger, CGer, ScipyGer):
     register(
         _ger, family="blas", cupy="cupy.outer, then A + alpha * outer", host_inputs=(1,),
         accepts=_floats, accepts_text="float32, float64; alpha is a host scalar",
