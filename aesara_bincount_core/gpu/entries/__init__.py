@@ -13,7 +13,9 @@ its Ops (``aesara/link/jax/dispatch/`` has one module per group too):
 - :mod:`.nnet`: softmax and the cross-entropy Ops with their gradients;
 - :mod:`.extra_ops`: ``SearchsortedOp``, ``CumOp``, ``Repeat``, ``SortOp``,
   ``ArgSortOp``;
-- :mod:`.subtensor`: ``IncSubtensor`` (inc and set, slices and integers).
+- :mod:`.subtensor`: ``IncSubtensor`` (inc and set, slices and integers);
+- :mod:`.notes`: the Ops served by rewrites of their own and those that
+  stay on the host, for the documentation page.
 """
 from aesara_bincount_core.gpu.entries import (  # noqa: F401 (each registers its entries)
     argmax,
@@ -21,6 +23,7 @@ from aesara_bincount_core.gpu.entries import (  # noqa: F401 (each registers its
     blas,
     extra_ops,
     nnet,
+    notes,
     subtensor,
     twins,
 )
