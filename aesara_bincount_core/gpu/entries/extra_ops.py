@@ -94,35 +94,29 @@ def _sort_accepts(node):
     return None if dtype in _NUMBERS else f"dtype {dtype} (the GPU entry takes {', '.join(_NUMBERS)})"
 
 
-@register(
+def _sort_funcify(op, node):
+    """``cupy.sort`` or ``cupy.argsort`` (int64) along the node's constant axis."""
+    cp = cupy_module()
+    axis = int(node.inputs[1].data)
+    sort = cp.argsort if isinstance(op, ArgSortOp) else cp.sort
+
+    def sort_along(x, _axis):
+        return [sort(x, axis=axis)]
+
+    return sort_along
+
+
+register(
     SortOp, family="extra_ops", cupy="cupy.sort (stable radix sort)", host_inputs=(1,),
     accepts=_sort_accepts,
     accepts_text="int and float dtypes along a constant axis, any kind; NaN last; -0.0 and 0.0 may "
     "come in another order than NumPy's",
     outputs="a new array",
-)  # fmt: skip
-def sort_funcify(op, node):
-    cp = cupy_module()
-    axis = int(node.inputs[1].data)
-
-    def sort(x, _axis):
-        return [cp.sort(x, axis=axis)]
-
-    return sort
-
-
-@register(
+)(_sort_funcify)  # fmt: skip
+register(
     ArgSortOp, family="extra_ops", cupy="cupy.argsort (stable radix sort)", host_inputs=(1,),
     accepts=_sort_accepts,
     accepts_text="int and float dtypes along a constant axis; equal keys in their stable order "
     "(NumPy's quicksort may give another)",
     outputs="a new int64 array",
-)  # fmt: skip
-def argsort_funcify(op, node):
-    cp = cupy_module()
-    axis = int(node.inputs[1].data)
-
-    def argsort(x, _axis):
-        return [cp.argsort(x, axis=axis).astype("int64", copy=False)]
-
-    return argsort
+)(_sort_funcify)  # fmt: skip

@@ -39,32 +39,25 @@ def _float_x(node):
     return _floats(node)
 
 
-@register(
-    Softmax, family="nnet", cupy="cupy.exp, cupy.ndarray.max and sum", accepts=_float_x,
-    accepts_text=_ROUNDING + "; any axis", outputs="a new array",
-)  # fmt: skip
-def softmax_funcify(op, node):
+def _softmax_funcify(op, node):
+    """Softmax, or its log (``LogSoftmax``), along ``op.axis``, as scipy.special computes them."""
     cp = cupy_module()
+    log = isinstance(op, LogSoftmax)
 
     def softmax(x):
-        e = cp.exp(x - x.max(axis=op.axis, keepdims=True))
-        return [e / e.sum(axis=op.axis, keepdims=True)]
+        shifted = x - x.max(axis=op.axis, keepdims=True)
+        e = cp.exp(shifted)
+        total = e.sum(axis=op.axis, keepdims=True)
+        return [shifted - cp.log(total) if log else e / total]
 
     return softmax
 
 
-@register(
-    LogSoftmax, family="nnet", cupy="cupy.exp, cupy.log, cupy.ndarray.max and sum", accepts=_float_x,
-    accepts_text=_ROUNDING + "; any axis", outputs="a new array",
-)  # fmt: skip
-def log_softmax_funcify(op, node):
-    cp = cupy_module()
-
-    def log_softmax(x):
-        shifted = x - x.max(axis=op.axis, keepdims=True)
-        return [shifted - cp.log(cp.exp(shifted).sum(axis=op.axis, keepdims=True))]
-
-    return log_softmax
+for _softmax, _calls in ((Softmax, "cupy.exp"), (LogSoftmax, "cupy.exp, cupy.log")):
+    register(
+        _softmax, family="nnet", cupy=_calls + ", cupy.ndarray.max and sum", accepts=_float_x,
+        accepts_text=_ROUNDING + "; any axis", outputs="a new array",
+    )(_softmax_funcify)  # fmt: skip
 
 
 @register(
