@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     if args.gpu_report:
-        from aesara_bincount.gpu.report import report_file
+        from aesara_bincount.gpu.transfer_report import report_file
 
         report_file(args.gpu_report)
         return 0

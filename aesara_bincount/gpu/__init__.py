@@ -34,7 +34,7 @@ from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add
-from aesara_bincount.gpu.report import report
+from aesara_bincount.gpu.transfer_report import report
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
 from aesara_bincount_core.gpu.var import (
