@@ -13,6 +13,8 @@ The scalars (``alpha``, ``beta``, the scale of ``Dot22Scalar``) stay on the
 host, where Aesara's special cases read them (``beta == 0`` ignores ``z``,
 NaN included), as the host Ops' ``perform`` does.  Dtypes follow the host
 Op's output (Aesara's upcast); float16 and complex stay on the host.
+A host scalar multiplies a CuPy array from the right (``d * a``), so that
+the CuPy array's operator runs, not NumPy's scalar's.
 """
 from aesara.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from aesara.tensor.blas_c import CGemv, CGer
@@ -69,7 +71,7 @@ def dot22scalar_funcify(op, node):
     cp = cupy_module()
 
     def dot22scalar(x, y, a):
-        return [host_scalar(a) * cp.dot(x, y)]
+        return [cp.dot(x, y) * host_scalar(a)]
 
     return dot22scalar
 
@@ -77,7 +79,7 @@ def dot22scalar_funcify(op, node):
 def _scaled_sum(z, a, d, b):
     """``b * z + a * d`` with the host Ops' special cases (``b == 0`` ignores ``z``)."""
     a, b = host_scalar(a), host_scalar(b)
-    term = d if a == 1 else -d if a == -1 else a * d
+    term = d if a == 1 else -d if a == -1 else d * a
     if b == 0:
         return term
     return (z if b == 1 else z * b) + term
@@ -122,7 +124,7 @@ def _ger_funcify(op, node):
     def ger(A, alpha, x, y):
         alpha = host_scalar(alpha)
         outer = cp.outer(x, y)
-        return [A + (outer if alpha == 1 else alpha * outer)]
+        return [A + (outer if alpha == 1 else outer * alpha)]
 
     return ger
 

@@ -125,7 +125,7 @@ def crossentropy_softmax_dx_funcify(op, node):
             )
         if not isinstance(dy, CupyArray):  # one host value: a scalar of its dtype
             dy = dy[0]
-            dx = dy * sm
+            dx = sm * dy
         else:
             dy = cp.broadcast_to(dy, (rows,))
             dx = dy[:, None] * sm
