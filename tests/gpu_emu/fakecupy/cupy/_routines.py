@@ -12,6 +12,7 @@ Results are new arrays from the pool, except ``broadcast_to``'s view.
 """
 import numpy as _np
 
+import cupy as _cupy
 from cupy import asarray, counters, ndarray
 
 __all__ = [
@@ -21,9 +22,10 @@ __all__ = [
 
 
 def _host(a):
-    """The NumPy view of a device array; scalars as they are; a NumPy array is refused."""
+    """The NumPy array behind a device array; scalars as they are; a NumPy array is refused."""
     if isinstance(a, ndarray):
-        return a.view(_np.ndarray)
+        inner = getattr(a, "_a", None)  # a wrapper of a NumPy array, or a NumPy subclass
+        return inner if inner is not None else a.view(_np.ndarray)
     if isinstance(a, _np.ndarray):
         raise TypeError(f"Unsupported type {type(a)}")
     return a
@@ -54,7 +56,11 @@ def where(condition, x, y):
 
 
 def broadcast_to(array, shape):
-    view = _np.broadcast_to(_host(array), shape).view(ndarray)
+    view = _np.broadcast_to(_host(array), shape)
+    wrap = getattr(_cupy, "_wrap", None)  # the wrapper form of the fake arrays
+    if wrap is not None:
+        return wrap(view, array._device)
+    view = view.view(ndarray)
     view._device = array._device
     return view
 
@@ -90,8 +96,8 @@ def cumprod(a, axis=None, dtype=None, out=None):
 
 
 def repeat(a, repeats, axis=None):
-    if isinstance(repeats, _np.ndarray):  # a cupy.ndarray included
-        raise ValueError("cupy.ndarray cannot be specified as `repeats` argument.")
+    if isinstance(repeats, ndarray):
+        raise ValueError("cupy.ndaray cannot be specified as `repeats` argument.")  # CuPy 13's text
     return _new(_np.repeat(_host(a), repeats, axis=axis))
 
 
