@@ -53,7 +53,7 @@ from aesara.configdefaults import config
 from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, in2out, node_rewriter
 from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.rewriting.elemwise import FusionOptimizer, local_elemwise_fusion
-from aesara.tensor.shape import Reshape, Shape, Shape_i
+from aesara.tensor.shape import Shape, Shape_i
 from aesara.tensor.type import TensorType
 
 from aesara_bincount.gpu.rewriting import (

@@ -38,7 +38,7 @@ def _axes(op, x):
     accepts=_numbers, accepts_text=_ACCEPTS,
     outputs="a new int64 array; an empty reduced axis raises ValueError, as on the host",
 )  # fmt: skip
-def argmax_funcify(op, node):
+def _argmax_funcify(op, node):
     def argmax(x):
         return [_flat_argmax(x, _axes(op, x))]
 
@@ -49,7 +49,7 @@ def argmax_funcify(op, node):
     MaxAndArgmax, family="reductions", cupy="cupy.ndarray.max and argmax", accepts=_numbers,
     accepts_text=_ACCEPTS, outputs="two new arrays: the maximum (the input's dtype) and int64 indices",
 )  # fmt: skip
-def max_and_argmax_funcify(op, node):
+def _max_and_argmax_funcify(op, node):
     def max_and_argmax(x):
         axes = _axes(op, x)
         return [x.max(axis=axes), _flat_argmax(x, axes)]

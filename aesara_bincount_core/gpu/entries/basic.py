@@ -29,7 +29,7 @@ def _alloc_host_inputs(node):
     "a GPU value is broadcast",
     outputs="a new C-contiguous array",
 )  # fmt: skip
-def alloc_funcify(op, node):
+def _alloc_funcify(op, node):
     cp = cupy_module()
     dtype = node.outputs[0].type.dtype
 
@@ -48,7 +48,7 @@ def alloc_funcify(op, node):
     AllocEmpty, family="arrays", cupy="cupy.empty", host_inputs=_all_inputs, source=True,
     accepts_text="any GPU dtype", outputs="a new uninitialised C-contiguous array",
 )  # fmt: skip
-def alloc_empty_funcify(op, node):
+def _alloc_empty_funcify(op, node):
     cp = cupy_module()
 
     def alloc_empty(*shape):
@@ -61,7 +61,7 @@ def alloc_empty_funcify(op, node):
     Eye, family="arrays", cupy="cupy.eye", host_inputs=_all_inputs, source=True,
     accepts_text="any GPU dtype", outputs="a new C-contiguous matrix",
 )  # fmt: skip
-def eye_funcify(op, node):
+def _eye_funcify(op, node):
     cp = cupy_module()
 
     def eye(n, m, k):
@@ -75,7 +75,7 @@ def eye_funcify(op, node):
     accepts_text="any GPU dtypes (upcast as in Aesara); the axis stays on the host",
     outputs="a new C-contiguous array (never a view of an input)",
 )  # fmt: skip
-def join_funcify(op, node):
+def _join_funcify(op, node):
     cp = cupy_module()
     dtype = node.outputs[0].type.dtype
 
@@ -93,7 +93,7 @@ def join_funcify(op, node):
     accepts_text="any GPU dtype; the axis and the lengths stay on the host",
     outputs="new C-contiguous arrays, one per piece",
 )  # fmt: skip
-def split_funcify(op, node):
+def _split_funcify(op, node):
     def split(x, axis, splits):
         axis = int(axis)
         length = x.shape[axis]
@@ -120,7 +120,7 @@ def split_funcify(op, node):
     accepts_text="any GPU dtype, any offset and pair of axes",
     outputs="a new array (a copy, also for view=True)",
 )  # fmt: skip
-def extract_diag_funcify(op, node):
+def _extract_diag_funcify(op, node):
     def extract_diag(x):
         return [x.diagonal(op.offset, op.axis1, op.axis2).copy()]
 
@@ -131,7 +131,7 @@ def extract_diag_funcify(op, node):
     AllocDiag, family="arrays", cupy="cupy.zeros, then a scatter of the diagonal",
     accepts_text="any GPU dtype, any offset and pair of axes", outputs="a new C-contiguous array",
 )  # fmt: skip
-def alloc_diag_funcify(op, node):
+def _alloc_diag_funcify(op, node):
     cp = cupy_module()
     axis1, axis2 = min(op.axis1, op.axis2), max(op.axis1, op.axis2)
     offset = op.offset
@@ -158,7 +158,7 @@ def alloc_diag_funcify(op, node):
     accepts_text="any GPU dtype, 1 or more dimensions",
     outputs="new int64 vectors, one per dimension; waits once (the count of non-zeros is read back)",
 )  # fmt: skip
-def nonzero_funcify(op, node):
+def _nonzero_funcify(op, node):
     cp = cupy_module()
 
     def nonzero(a):

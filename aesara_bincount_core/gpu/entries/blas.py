@@ -45,7 +45,7 @@ def _dot_accepts(node):
     "mixed dtypes upcast as in Aesara; " + _ORDER,
     outputs="a new array (0-d for two vectors)",
 )  # fmt: skip
-def dot_funcify(op, node):
+def _dot_funcify(op, node):
     cp = cupy_module()
 
     def dot(x, y):
@@ -58,8 +58,8 @@ def dot_funcify(op, node):
     Dot22, family="blas", cupy="cupy.dot (cuBLAS gemm)", accepts=_floats,
     accepts_text="float32, float64 matrices; " + _ORDER, outputs="a new C-contiguous matrix",
 )  # fmt: skip
-def dot22_funcify(op, node):
-    return dot_funcify(op, node)
+def _dot22_funcify(op, node):
+    return _dot_funcify(op, node)
 
 
 @register(
@@ -67,7 +67,7 @@ def dot22_funcify(op, node):
     accepts_text="float32, float64 matrices; the scale is a host scalar; " + _ORDER,
     outputs="a new C-contiguous matrix",
 )  # fmt: skip
-def dot22scalar_funcify(op, node):
+def _dot22scalar_funcify(op, node):
     cp = cupy_module()
 
     def dot22scalar(x, y, a):
@@ -91,7 +91,7 @@ def _scaled_sum(z, a, d, b):
     + _ORDER,
     outputs="a new matrix (z is never overwritten)",
 )  # fmt: skip
-def gemm_funcify(op, node):
+def _gemm_funcify(op, node):
     cp = cupy_module()
 
     def gemm(z, a, x, y, b):
@@ -149,7 +149,7 @@ for _ger in (Ger, CGer, ScipyGer):
     accepts_text="float32, float64, 2 or 3 dimensions each; " + _ORDER,
     outputs="a new array",
 )  # fmt: skip
-def batched_dot_funcify(op, node):
+def _batched_dot_funcify(op, node):
     cp = cupy_module()
     x_ndim, y_ndim = (v.type.ndim for v in node.inputs)
 

@@ -32,7 +32,7 @@ def _searchsorted_accepts(node):
     accepts_text="x and v of the same int or float dtype, side left or right, no sorter; NaN as in NumPy",
     outputs="a new int64 array of v's shape",
 )  # fmt: skip
-def searchsorted_funcify(op, node):
+def _searchsorted_funcify(op, node):
     cp = cupy_module()
 
     def searchsorted(x, v):
@@ -52,7 +52,7 @@ def _cum_accepts(node):
     "code); float bits: CuPy's scan adds in another order",
     outputs="a new array (flattened for axis=None)",
 )  # fmt: skip
-def cum_funcify(op, node):
+def _cum_funcify(op, node):
     cp = cupy_module()
     scan = cp.cumsum if op.mode == "add" else cp.cumprod
     dtype = node.outputs[0].type.dtype
@@ -69,7 +69,7 @@ def cum_funcify(op, node):
     accepts_text="any GPU dtype; the repeats stay on the host (CuPy takes them as a list)",
     outputs="a new C-contiguous array",
 )  # fmt: skip
-def repeat_funcify(op, node):
+def _repeat_funcify(op, node):
     cp = cupy_module()
 
     def repeat(x, repeats):

@@ -64,7 +64,7 @@ for _softmax, _calls in ((Softmax, "cupy.exp"), (LogSoftmax, "cupy.exp, cupy.log
     SoftmaxGrad, family="nnet", cupy="cupy.ndarray.sum and arithmetic", accepts=_float_x,
     accepts_text=_ROUNDING + "; any axis", outputs="a new array",
 )  # fmt: skip
-def softmax_grad_funcify(op, node):
+def _softmax_grad_funcify(op, node):
     def softmax_grad(dy, sm):
         dy_sm = dy * sm
         return [dy_sm - dy_sm.sum(axis=op.axis, keepdims=True) * sm]
@@ -78,7 +78,7 @@ def softmax_grad_funcify(op, node):
     accepts_text=_ROUNDING + "; y_idx of any integer dtype, checked (one wait)",
     outputs="three new arrays: the losses, the softmax, the argmax (y_idx's dtype)",
 )  # fmt: skip
-def crossentropy_softmax_argmax_funcify(op, node):
+def _crossentropy_softmax_argmax_funcify(op, node):
     cp = cupy_module()
 
     def crossentropy_softmax_argmax(x, b, y_idx):
@@ -112,7 +112,7 @@ def _dy_on_host(node):
     "(one wait)",
     outputs="a new matrix",
 )  # fmt: skip
-def crossentropy_softmax_dx_funcify(op, node):
+def _crossentropy_softmax_dx_funcify(op, node):
     cp = cupy_module()
 
     def crossentropy_softmax_dx(dy, sm, y_idx):
@@ -147,7 +147,7 @@ def _wrapped(cp, idx, n):
     accepts=_floats, accepts_text=_ROUNDING + "; the classes checked into [-n, n) (one wait)",
     outputs="a new vector",
 )  # fmt: skip
-def crossentropy_categorical_funcify(op, node):
+def _crossentropy_categorical_funcify(op, node):
     cp = cupy_module()
 
     def crossentropy_categorical(coding, one_of_n):
@@ -165,7 +165,7 @@ def crossentropy_categorical_funcify(op, node):
     accepts=_floats, accepts_text=_ROUNDING + "; the classes checked into [-n, n) (one wait)",
     outputs="a new matrix",
 )  # fmt: skip
-def crossentropy_categorical_grad_funcify(op, node):
+def _crossentropy_categorical_grad_funcify(op, node):
     cp = cupy_module()
 
     def crossentropy_categorical_grad(g_y, coding, one_of_n):

@@ -23,7 +23,7 @@ def _index_inputs(node):
     accepts_text="any GPU dtype; slices and integers (on the host); inc and set",
     outputs="a new array (x is never overwritten)",
 )  # fmt: skip
-def inc_subtensor_funcify(op, node):
+def _inc_subtensor_funcify(op, node):
     def inc_subtensor(x, y, *scalars):
         index = tuple(_basic(e) for e in get_idx_list((x,) + scalars, op.idx_list)) + (Ellipsis,)
         out = x.copy()
