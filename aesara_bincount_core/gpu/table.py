@@ -31,6 +31,7 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from aesara.graph.basic import Apply
+from aesara.tensor.exceptions import ShapeError
 
 from aesara_bincount_core.gpu.twin import GpuTwin, as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES
@@ -248,6 +249,11 @@ class GpuTableOp(GpuTwin):
 
     def __str__(self):
         return f"Gpu{self.host_op}"
+
+    def infer_shape(self, fgraph, node, shapes):
+        if not hasattr(self.host_op, "infer_shape"):  # Nonzero: shapes known only when it runs
+            raise ShapeError(f"{type(self.host_op).__name__} has no infer_shape")
+        return self.host_op.infer_shape(fgraph, node, shapes)
 
     def perform(self, node, inputs, output_storage, params=None):
         fn = _CLOSURES.get(node)
