@@ -44,30 +44,28 @@ def _alloc_funcify(op, node):
     return alloc
 
 
-@register(
-    AllocEmpty, family="arrays", cupy="cupy.empty", host_inputs=_all_inputs, source=True,
-    accepts_text="any GPU dtype", outputs="a new uninitialised C-contiguous array",
-)  # fmt: skip
-def _alloc_empty_funcify(op, node):
+def _from_host_values_funcify(op, node):
+    """``cupy.empty(shape)`` (AllocEmpty) or ``cupy.eye(n, m, k)`` (Eye), of ``op.dtype``."""
     cp = cupy_module()
+    if isinstance(op, Eye):
+        def make(n, m, k):
+            return cp.eye(n, m, k, dtype=op.dtype)
+    else:
+        def make(*shape):
+            return cp.empty(shape, dtype=op.dtype)
 
-    def alloc_empty(*shape):
-        return [cp.empty(tuple(int(s) for s in shape), dtype=op.dtype)]
+    def from_host_values(*values):
+        return [make(*(int(v) for v in values))]
 
-    return alloc_empty
+    return from_host_values
 
 
-@register(
-    Eye, family="arrays", cupy="cupy.eye", host_inputs=_all_inputs, source=True,
-    accepts_text="any GPU dtype", outputs="a new C-contiguous matrix",
-)  # fmt: skip
-def _eye_funcify(op, node):
-    cp = cupy_module()
-
-    def eye(n, m, k):
-        return [cp.eye(int(n), int(m), int(k), dtype=op.dtype)]
-
-    return eye
+for _op_class, _call, _out in ((AllocEmpty, "cupy.empty", "a new uninitialised C-contiguous array"),
+                               (Eye, "cupy.eye", "a new C-contiguous matrix")):  # fmt: skip
+    register(
+        _op_class, family="arrays", cupy=_call, host_inputs=_all_inputs, source=True,
+        accepts_text="any GPU dtype", outputs=_out,
+    )(_from_host_values_funcify)  # fmt: skip
 
 
 @register(
