@@ -24,6 +24,7 @@ setup(
         "aesara_bincount_core",
         "aesara_bincount_core.cuda",
         "aesara_bincount_core.gpu",
+        "aesara_bincount_core.gpu.entries",
         "aesara_bincount_core.c_code",
     ],
     package_dir={"aesara_bincount_core.c_code": "c_code"},

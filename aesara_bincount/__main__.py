@@ -188,7 +188,17 @@ def main(argv=None) -> int:
         "--repeat", type=_at_least(0), default=50,
         help="timed calls per candidate; 0 picks the count from a time budget",
     )
+    parser.add_argument(
+        "--gpu-report", metavar="FILE.py",
+        help="run FILE.py and print, for each Aesara function it compiles, the transfers between "
+        "host and GPU inside it and the Op that caused each (aesara_bincount.gpu.report)",
+    )
     args = parser.parse_args(argv)
+    if args.gpu_report:
+        from aesara_bincount.gpu.transfer_report import report_file
+
+        report_file(args.gpu_report)
+        return 0
 
     import aesara
 

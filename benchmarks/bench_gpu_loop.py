@@ -23,6 +23,10 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     ``--small``: 50 x 8, 32).  Candidates: the compiled function, the same
     step in PyTorch (``index_select`` then ``index_add_`` in place) and in
     CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
+``mlp step``, ``kmeans step``
+    Issue 29's programs (``gpu_programs.py``): an MLP classifier's SGD step
+    and a k-means step, on GPU shared variables, against the same graphs on
+    host shared variables (``CPU graph ms``).
 
 Timing: wall-clock milliseconds of one call followed by a synchronization of
 the device (the same for every candidate, :func:`wall_ms`: median of the
@@ -44,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by path
     sys.path.insert(0, HERE)
 
+from gpu_programs import program_rows  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 __all__ = ["loop_rows", "loop_table", "wall_ms"]
@@ -153,6 +158,7 @@ def loop_rows(cp, torch, small, repeat, bandwidth):
         rows.append(_seed_row(cp, n, repeat, bandwidth))
         cp.get_default_memory_pool().free_all_blocks()
     rows.append(_sgd_row(cp, torch, SMALL_SGD if small else SGD, repeat))
+    rows += program_rows(cp, small, repeat, wall_ms, _transfers)
     return rows
 
 
@@ -168,8 +174,8 @@ def loop_table(rows):
         return ""
     lines = [
         "| row | N | transfers | fused | Aesara e2e ms | unfused ms | today's path ms | cupy ms "
-        "| torch ms | floor ms | load avg | correct |",
-        "|" + "---|" * 12,
+        "| torch ms | floor ms | CPU graph ms | load avg | correct |",
+        "|" + "---|" * 13,
     ]
     verdicts = []
     for r in rows:
@@ -178,7 +184,7 @@ def loop_table(rows):
             f"| {'-' if 'fused' not in r else 'yes' if r['fused'] else 'no'} | {_fmt(r.get('aesara_ms'))} "
             f"| {_fmt(r.get('unfused_ms'))} | {_fmt(r.get('today_ms'))} "
             f"| {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} | {_fmt(r.get('floor_ms'))} "
-            f"| {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
+            f"| {_fmt(r.get('cpu_ms'))} | {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
         )
         a = r.get("aesara_ms")
         if r["row"] == "seed loop" and r["N"] == 10**6:

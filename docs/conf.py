@@ -35,6 +35,7 @@ extensions = [
     "numpydoc",
     "perfplots",
     "optional_api",
+    "gpu_table",
 ]
 
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]

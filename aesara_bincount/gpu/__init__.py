@@ -13,7 +13,9 @@ CuPy:
   ``gpu_bincount``), and before them the lifting pass ``gpu_lift``
   (:mod:`aesara_bincount.gpu.lifting`: elementwise work, reductions, views,
   shapes and gathers of GPU data run on the GPU; tag ``gpu_bincount``,
-  name ``gpu_lift``).
+  name ``gpu_lift``);
+- :func:`report` (``aesara_bincount.gpu.report(f)``): the transfers inside a
+  compiled function and the Op that caused each.
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
@@ -32,6 +34,7 @@ from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add
+from aesara_bincount.gpu.transfer_report import report
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
 from aesara_bincount_core.gpu.var import (
@@ -83,6 +86,7 @@ __all__ = [
     "lifting",
     "rewriting",
     "register_cupy_arrays",
+    "report",
     "shared",
 ]
 

@@ -20,12 +20,18 @@ graph from the inputs to the outputs; each lifter (one decorator,
   ``GpuElemwise``, for a node that its ``gpu_elemwise_problem`` accepts; host
   inputs of one element (a learning rate, ``theta``, also under a
   broadcasting ``DimShuffle``) stay on the host as kernel arguments;
-- ``CAReduce``: :class:`~aesara_bincount_core.gpu.reduction.GpuCAReduce`;
-- ``DimShuffle``, ``Reshape``, ``Subtensor``: the views of
-  :mod:`aesara_bincount_core.gpu.views`;
+- every Op of the GPU table (:mod:`aesara_bincount_core.gpu.table`, filled
+  by :mod:`aesara_bincount_core.gpu.entries`): the views, reductions and
+  gather (twins of their own), the matrix products, softmax and
+  cross-entropy, argmax, Alloc, Join, sorts, ``IncSubtensor``... through
+  :func:`local_gpu_lift_table`; the entry says which inputs stay on the host;
 - ``Shape``, ``Shape_i``: Aesara's own Ops, applied to the GPU array (the
-  shape is read on the host, with no transfer of the array);
-- ``AdvancedSubtensor1``: :class:`~aesara_bincount_core.gpu.gather.GpuAdvancedSubtensor1`.
+  shape is read on the host, with no transfer of the array).
+
+After the walk, :func:`local_gpu_lift_source` moves the table's sources
+(``Alloc``, ``AllocEmpty``, ``Eye``: arrays made from host values) whose
+users all take their result on the GPU, and the walk runs again for what
+follows them.
 
 A node is lifted when one of its array inputs (the data array, for the
 views, reductions, shapes and gather) comes from the GPU (``HostFromGpu``).
@@ -45,10 +51,9 @@ from aesara.compile import optdb
 from aesara.graph.basic import Constant
 from aesara.configdefaults import config
 from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace, in2out, node_rewriter
-from aesara.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.rewriting.elemwise import FusionOptimizer, local_elemwise_fusion
-from aesara.tensor.shape import Reshape, Shape, Shape_i
-from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
+from aesara.tensor.shape import Shape, Shape_i
 from aesara.tensor.type import TensorType
 
 from aesara_bincount.gpu.rewriting import (
@@ -57,13 +62,12 @@ from aesara_bincount.gpu.rewriting import (
     local_gpu_bincount,
     local_gpu_scatter_add,
 )
-from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
-from aesara_bincount_core.gpu.reduction import GpuCAReduce, gpu_reduction_problem
-from aesara_bincount_core.gpu.transfer import HostFromGpu, host_from_gpu
+from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
+from aesara_bincount_core.gpu.table import GpuTableOp, gpu_entry, gpu_problem
+from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, host_from_gpu
 from aesara_bincount_core.gpu.twin import as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
 from aesara_bincount_core.gpu.var import GpuArrayConstant
-from aesara_bincount_core.gpu.views import GpuDimShuffle, GpuReshape, GpuSubtensor
 
 try:  # gpu-elemwise's Op; without it Elemwise nodes stay on the host
     from aesara_bincount_core.gpu.elemwise import GpuElemwise, gpu_elemwise_problem
@@ -110,39 +114,55 @@ def _to_host(old_outputs, new_outputs):
     return out
 
 
-def _lift_data(node, twin_class):
-    """``twin_class(node.op)`` applied to the GPU source of input 0, the rest as they are."""
-    g = _from_gpu(node.inputs[0])
-    if g is None:
+def _lift_with_entry(node, entry):
+    """``node`` on the GPU through its table entry: the GPU twin, with the host outputs."""
+    host = set(entry.host_inputs(node))
+    gpu_inputs = tuple(k for k in range(len(node.inputs)) if k not in host)
+    args = [_to_gpu(v) if k in gpu_inputs else v for k, v in enumerate(node.inputs)]
+    op = entry.twin(node.op) if entry.twin is not None else GpuTableOp(node.op, gpu_inputs)
+    new = op(*args)
+    return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
+
+
+@node_rewriter(None)
+def local_gpu_lift_table(fgraph, node):
+    """A node of an Op in the GPU table whose data comes from the GPU -> its GPU twin.
+
+    The entry (:mod:`aesara_bincount_core.gpu.table`) says which inputs stay on
+    the host and which inputs, when they come from the GPU, make the node move
+    (``trigger``; by default any GPU input); its other array inputs go to the
+    GPU.  A node that the entry refuses (``gpu_problem``) stays on the host.
+    """
+    entry = gpu_entry(node.op)
+    if entry is None:
         return False
-    new = twin_class(node.op)(g, *node.inputs[1:])
-    return _to_host(node.outputs, [new])
-
-
-@_lifter(DimShuffle)
-def local_gpu_lift_dimshuffle(fgraph, node):
-    """``DimShuffle(HostFromGpu(g))`` -> ``HostFromGpu(GpuDimShuffle(g))``."""
-    return type(node.op) is DimShuffle and _lift_data(node, GpuDimShuffle)
-
-
-@_lifter(Reshape)
-def local_gpu_lift_reshape(fgraph, node):
-    """``Reshape(HostFromGpu(g), shape)`` -> ``HostFromGpu(GpuReshape(g, shape))``."""
-    return type(node.op) is Reshape and _lift_data(node, GpuReshape)
-
-
-@_lifter(Subtensor)
-def local_gpu_lift_subtensor(fgraph, node):
-    """``HostFromGpu(g)[slices]`` -> ``HostFromGpu(GpuSubtensor(g, ...))``."""
-    return type(node.op) is Subtensor and _lift_data(node, GpuSubtensor)
-
-
-@_lifter(CAReduce)
-def local_gpu_lift_careduce(fgraph, node):
-    """``Sum(HostFromGpu(g))`` (and Prod, Max, Min, All, Any) -> ``HostFromGpu(GpuCAReduce(g))``."""
-    if gpu_reduction_problem(node) is not None:
+    host = set(entry.host_inputs(node))
+    trigger = entry.trigger if entry.trigger is not None else range(len(node.inputs))
+    if not any(k not in host and _from_gpu(node.inputs[k]) is not None for k in trigger):
         return False
-    return _lift_data(node, GpuCAReduce)
+    if gpu_problem(node) is not None:
+        return False
+    return _lift_with_entry(node, entry)
+
+
+LIFTERS.append(local_gpu_lift_table)
+
+
+@node_rewriter(None)
+def local_gpu_lift_source(fgraph, node):
+    """``GpuFromHost(Alloc(...))`` -> the GPU ``Alloc`` (and ``AllocEmpty``, ``Eye``).
+
+    A source entry makes arrays from host values; it moves to the GPU when
+    every user of its outputs takes them on the GPU (``GpuFromHost``).
+    """
+    entry = gpu_entry(node.op)
+    if entry is None or not entry.source or gpu_problem(node) is not None:
+        return False
+    for out in node.outputs:
+        users = fgraph.clients.get(out, [])
+        if not users or any(c == "output" or not isinstance(c.op, GpuFromHost) for c, _ in users):
+            return False
+    return _lift_with_entry(node, entry)
 
 
 @_lifter(Shape, Shape_i)
@@ -152,18 +172,6 @@ def local_gpu_lift_shape(fgraph, node):
     if g is None or type(node.op) not in (Shape, Shape_i):
         return False
     return _to_host(node.outputs, [node.op(g)])
-
-
-@_lifter(AdvancedSubtensor1)
-def local_gpu_lift_gather(fgraph, node):
-    """``HostFromGpu(g)[idx]`` -> ``HostFromGpu(GpuAdvancedSubtensor1(g, idx'))``."""
-    if type(node.op) is not AdvancedSubtensor1:
-        return False
-    x, idx = node.inputs
-    g = _from_gpu(x)
-    if g is None:
-        return False
-    return _to_host(node.outputs, [GpuAdvancedSubtensor1(node.op)(g, _to_gpu(idx))])
 
 
 def _kernel_argument(v):
@@ -198,6 +206,8 @@ def local_gpu_lift_elemwise(fgraph, node):
 #: The walk: the GPU bincount and scatter-add rewrites walk with the
 #: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
 _walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift_walk")
+#: The sources (Alloc, Eye...) whose users all run on the GPU.
+_sources = in2out(local_gpu_lift_source, name="gpu_lift_sources")
 
 
 class GpuLift(GraphRewriter):
@@ -213,12 +223,15 @@ class GpuLift(GraphRewriter):
     def add_requirements(self, fgraph):
         _fusion.add_requirements(fgraph)
         _walk.add_requirements(fgraph)
+        _sources.add_requirements(fgraph)
 
     def apply(self, fgraph):
         if not any(isinstance(node.op, HostFromGpu) for node in fgraph.apply_nodes):
             return
         if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
             _fusion.apply(fgraph)
+        _walk.apply(fgraph)
+        _sources.apply(fgraph)
         _walk.apply(fgraph)
 
 

@@ -398,3 +398,6 @@ def get_default_memory_pool():
 
 
 uint8 = _np.uint8
+
+
+from cupy._routines import *  # noqa: E402,F401,F403 (the routines of the GPU table's entries)

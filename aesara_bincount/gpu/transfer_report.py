@@ -1,0 +1,171 @@
+"""Where a compiled function copies between host and GPU, and why: :func:`report`, :func:`report_file`.
+
+With its shared variables on the GPU (``aesara_bincount.gpu.shared``), a
+function whose Ops are all in the GPU table
+(:mod:`aesara_bincount_core.gpu.table`), or are ``Elemwise``, bincount or
+scatter-add nodes that the GPU takes, has no transfer inside: only the
+copies of the user's host inputs to the GPU and of its outputs to the host.
+Each node left on the host costs one copy of each GPU input to the host and
+one copy of its result back.  :func:`report` lists those copies with the
+node that caused each and the reason it stayed on the host;
+``python -m aesara_bincount --gpu-report FILE.py`` runs a script and reports
+on every function it compiles.
+"""
+import dataclasses
+import runpy
+import sys
+from typing import List, Optional, TextIO
+
+from aesara.compile.function.types import Function
+from aesara.tensor.elemwise import Elemwise
+
+from aesara_bincount_core.gpu.table import gpu_problem
+from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
+
+__all__ = ["Transfer", "inner_transfers", "report", "report_file", "why_on_host"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """One copy inside a function.
+
+    Attributes
+    ----------
+    direction : str
+        ``"GPU -> host"`` or ``"host -> GPU"``.
+    node : aesara.graph.basic.Apply
+        The ``HostFromGpu`` or ``GpuFromHost`` node.
+    cause : aesara.graph.basic.Apply
+        The host node that reads the copy (GPU -> host), or, for a copy
+        back to the GPU, the host node above it that took its data off the
+        GPU (else the node that makes the value copied).
+    reason : str
+        Why ``cause`` runs on the host.
+    """
+
+    direction: str
+    node: object
+    cause: object
+    reason: str
+
+    def __str__(self):
+        return f"{self.direction} for {self.cause.op}: {self.reason}"
+
+
+def why_on_host(node) -> str:
+    """The reason the host node ``node`` was not moved to the GPU."""
+    if type(node.op) is Elemwise:
+        try:
+            from aesara_bincount_core.gpu.elemwise import gpu_elemwise_problem
+        except ImportError:  # pragma: no cover - depends on the branch
+            return "no GpuElemwise in this build"
+        return gpu_elemwise_problem(node) or "no input of the node comes from the GPU"
+    problem = gpu_problem(node)
+    return problem or "no input of the node comes from the GPU"
+
+
+def _left_the_gpu(node):
+    """The host node at or above ``node`` (through host nodes) that reads a GPU value, or None."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if any(v.owner is not None and isinstance(v.owner.op, HostFromGpu) for v in n.inputs):
+            return n
+        todo += [v.owner for v in n.inputs if v.owner is not None and not isinstance(v.owner.op, GpuFromHost)]
+    return None
+
+
+def _is_function_copy(fgraph, client) -> bool:
+    return client == "output" or type(client.op).__name__ == "DeepCopyOp"
+
+
+def inner_transfers(f: Function) -> List[Transfer]:
+    """The transfers inside the compiled function ``f``, in the order they run.
+
+    A ``GpuFromHost`` of a graph input (the user's host argument) and a
+    ``HostFromGpu`` whose result only goes to the function's outputs are
+    the user's copies, not listed.
+
+    Parameters
+    ----------
+    f : aesara.compile.function.types.Function
+
+    Returns
+    -------
+    list of Transfer
+    """
+    fgraph = f.maker.fgraph
+    found = []
+    for node in fgraph.toposort():
+        if isinstance(node.op, HostFromGpu):
+            for client, _ in fgraph.clients[node.outputs[0]]:
+                if not _is_function_copy(fgraph, client):
+                    found.append(Transfer("GPU -> host", node, client, why_on_host(client)))
+        elif isinstance(node.op, GpuFromHost) and node.inputs[0].owner is not None:
+            # The node that took the data off the GPU caused the copy back.
+            producer = node.inputs[0].owner
+            cause = _left_the_gpu(producer) or producer
+            reason = why_on_host(cause)
+            if cause is not producer:
+                reason += f" (its result comes back through {producer.op} on the host)"
+            found.append(Transfer("host -> GPU", node, cause, reason))
+    return found
+
+
+def report(f: Function, file: Optional[TextIO] = None) -> List[Transfer]:
+    """Print the transfers inside ``f`` and the Op that caused each; return them.
+
+    Parameters
+    ----------
+    f : aesara.compile.function.types.Function
+    file : file-like, optional
+        Where to print (default ``sys.stdout``).
+
+    Returns
+    -------
+    list of Transfer
+        As :func:`inner_transfers` gives them.
+    """
+    out = file or sys.stdout
+    found = inner_transfers(f)
+    name = getattr(f, "name", None) or "function"
+    print(f"{name}: {len(found)} transfer(s) between host and GPU inside", file=out)
+    for t in found:
+        print(f"  {t}", file=out)
+    return found
+
+
+def report_file(path: str, file: Optional[TextIO] = None) -> List[List[Transfer]]:
+    """Run the script ``path`` and :func:`report` every Aesara function it compiles.
+
+    Parameters
+    ----------
+    path : str
+        A Python file, run as ``__main__`` (``runpy.run_path``).
+    file : file-like, optional
+
+    Returns
+    -------
+    list of list of Transfer
+        One list per function, in the order they were compiled.
+
+    Raises
+    ------
+    Whatever the script raises.
+    """
+    compiled = []
+    original = Function.__init__
+
+    def recording(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        compiled.append(self)
+
+    Function.__init__ = recording
+    try:
+        runpy.run_path(path, run_name="__main__")
+    finally:
+        Function.__init__ = original
+    return [report(f, file=file) for f in compiled]

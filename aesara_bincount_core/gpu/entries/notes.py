@@ -1,0 +1,26 @@
+"""What the documentation page lists beside the table: Ops served by rewrites of their own, and Ops that stay on the host.
+
+Nothing here changes what runs where; :func:`~aesara_bincount_core.gpu.table.note`
+only records the text, which ``docs/_ext/gpu_table.py`` prints.
+"""
+from aesara_bincount_core.gpu.table import note
+
+GPU, HOST = "GPU", "host"
+
+note("Elemwise (and fused Composite)", GPU,
+     "GpuElemwise, a kernel generated from the scalar ops' C code (its own lifter); integer // and % "
+     "by a value that may be zero, float16 and complex stay on the host")
+note("Bincount, FusedBincount", GPU, "GpuBincount, GpuFusedBincount (their own rewrites)")
+note("ScatterAdd (AdvancedIncSubtensor1 onto zeros or onto a GPU base)", GPU,
+     "GpuScatterAdd (its own rewrite)")
+note("Shape, Shape_i", HOST, "the shape is read on the host from the GPU array, with no copy of the data")
+note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays)", HOST,
+     "no entry yet: the gather and scatter-add of rows (one index vector) are on the GPU")
+note("Scan", HOST, "loops of GPU data are the next step")
+note("LogSoftmaxGrad", "-", "not an Op in Aesara 2.9.4: LogSoftmax's gradient is Softmax and Elemwise nodes")
+note("Clip", GPU, "an Elemwise of the scalar Clip in Aesara 2.9.4: GpuElemwise")
+note("SearchsortedOp with a sorter", HOST, "CuPy's take would wrap a sorter index out of range where "
+     "NumPy raises ValueError")
+note("TopKOp, Unique, FillDiagonal, linear algebra (MatrixInverse, Det, Eig...)", HOST, "no entry")
+note("Any Op on float16 or complex data", HOST,
+     "float16 arithmetic differs between CuPy/cuBLAS (float32 inside) and NumPy; GPU arrays hold no complex")
