@@ -42,7 +42,9 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE; the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * BC_SHARED_ITEMSIZE, and BC_DETERMINISTIC (1: float weights summed by
+ * bc_cuda_bincount_det of bincount_cuda_det_launch.h, whose kernels
+ * BC_HIST_KERNEL and BC_FINISH_KERNEL then name); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
  * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
  * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
@@ -63,12 +65,14 @@
 #define BC_BUF_DTYPE BC_DT_INT64
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
+#define BC_DETERMINISTIC 0
 #endif
 
 #include "bincount_common.h"
 #include "bincount_cuda.h"
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
+#include "bincount_cuda_det_launch.h"
 #include "gpuarray_helper.h"
 #include "cuda_host_cupy.h"
 
@@ -224,7 +228,8 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
-    if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
+    if ((BC_DETERMINISTIC ? bc_cuda_bincount_det : bc_cuda_bincount)(api, &c, &k, &host, &res,
+                                                                     &err) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
     if (res.view) {

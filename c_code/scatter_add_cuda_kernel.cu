@@ -23,6 +23,10 @@
  *                             the scratch, in float64.
  *   scatter_rows_finish_f32   third kernel of the scratch: out += scratch,
  *                             rounded to float32 once.
+ *   scatter_rows_det_<idx>_<f32|f64>  instead of the adding kernel under
+ *                             aesara.config.deterministic == "more": float
+ *                             rows added in index order, np.add.at's bits
+ *                             (scatter_add_cuda_det.cuh).
  *
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
@@ -69,6 +73,7 @@
  *     overflow that the sequential sum meets on the way may not happen).
  */
 #include "bincount_cuda_device.cuh"
+#include "scatter_add_cuda_det.cuh"
 
 namespace bc {
 
@@ -384,6 +389,16 @@ __device__ __forceinline__ void rows_finish(const bc_rows_params &p)
         scatter_rows_wide_##XN##_f32(const bc_rows_params p)                                  \
     {                                                                                         \
         bc::rows_add<XT, float, bc::rows_scratch>(p);                                         \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_det_##XN##_f32(const bc_rows_params p)                                   \
+    {                                                                                         \
+        bc::rows_det<XT, float>(p);                                                           \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_det_##XN##_f64(const bc_rows_params p)                                   \
+    {                                                                                         \
+        bc::rows_det<XT, double>(p);                                                          \
     }
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
