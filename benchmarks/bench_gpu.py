@@ -18,6 +18,11 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     (bincount and the scatter-add of rows: every family of the rows
     kernels, the early exit of the add on a bad index).
 
+The Aesara stack also runs the rows of ``bench_gpu_det.py`` (each case
+compiled in the default mode and under ``aesara.config.deterministic =
+"more"``: the seed's loop with float64 and float32 weights, a float32
+scatter-add of rows with a hot row).
+
 Both stacks also run the contention rows of ``bench_gpu_contention.py``
 (hot bins and hot rows with float32 sums, rows of D = 1 and D = 128).
 
@@ -59,6 +64,7 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
 from sizes import size_text  # noqa: E402
 from bench_gpu_contention import contention_rows, contention_table  # noqa: E402  (issue 19 item 7)
 from bench_gpu_loop import loop_rows, loop_table  # noqa: E402  (issue 18's rows)
+from bench_gpu_det import det_rows, det_table  # noqa: E402  (issue 31's rows)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -223,9 +229,11 @@ def run(args):
         cp.get_default_memory_pool().free_all_blocks()
     contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
     loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
+    deterministic = [] if args.standalone else det_rows(cp, args.small, args.repeat)
     for row in contention + loops:
         print(json.dumps(row), flush=True)
-    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops}
+    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops,
+              "deterministic": deterministic}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -388,6 +396,10 @@ def render(runs):
     loops = [row for data in runs for row in data.get("loops", [])]
     if loops:
         lines += ["", "The seed's loop and the embedding SGD step (bench_gpu_loop.py):", "", loop_table(loops)]
+    det = [row for data in runs for row in data.get("deterministic", [])]
+    if det:
+        lines += ["", 'Deterministic float sums, config.deterministic="more" (bench_gpu_det.py):', "",
+                  det_table(det, _fmt)]
     return "\n".join(lines)
 
 

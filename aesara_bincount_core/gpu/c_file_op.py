@@ -59,9 +59,11 @@ class GpuCFileOp(CFileOp):
     #: subclasses; the class value serves pickles made before it existed).
     deterministic = "default"
 
-    def __str__(self):
-        # The props, with deterministic only when it is not the default, so
-        # that dprint of a default graph reads as before.
+    def props_str(self):
+        """The Op's name and props, ``deterministic`` only when it is not
+        ``"default"`` (so that dprint of a default graph reads as before).
+        A subclass with ``__props__`` sets ``__str__ = GpuCFileOp.props_str``
+        (Aesara gives each such class a ``__str__`` of its own otherwise)."""
         props = [p for p in self.__props__ if p != "deterministic" or self.deterministic != "default"]
         return f"{type(self).__name__}{{{', '.join(f'{p}={getattr(self, p)!r}' for p in props)}}}"
 

@@ -97,6 +97,7 @@ class GpuBincount(GpuCFileOp):
     """
 
     __props__ = ("mode", "out_dtype", "deterministic")
+    __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (

@@ -89,6 +89,7 @@ class GpuScatterAdd(GpuCFileOp):
     """
 
     __props__ = ("onto", "inplace", "deterministic")
+    __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
