@@ -30,11 +30,12 @@
  *   - The finishing kernel (det_finish) adds, for each bin, the blocks'
  *     partial sums in block order, block 0 first, and rounds once to the
  *     output dtype.
- *   The result depends on the values, the window and the grid only: the
- *   launcher fixes the grid from the device (its multiprocessors and the
- *   kernel's occupancy) and the length of x, never from timing.  Bins that
- *   do not fit in one window are counted by further passes over x, one per
- *   window (bincount_cuda_det_launch.h).
+ *   The result depends on the values and the grid only (not on the window:
+ *   a bin gets the same sums whichever pass counts it), and the launcher
+ *   fixes the grid from the length of x alone (BC_CUDA_DET_BLOCKS), never
+ *   from timing or the device.  Bins that do not fit in one window are
+ *   counted by further passes over x, one per window
+ *   (bincount_cuda_det_launch.h).
  *
  * float32 weights are summed in float32 within a warp's sub-histogram (as
  * the default pass sums them in shared memory; float32 arithmetic keeps

@@ -2,7 +2,8 @@
  * bincount_cuda_det.h -- what the deterministic float histogram shares
  * between its kernels (bincount_cuda_det.cuh, instantiated in
  * bincount_cuda_kernel.cu) and its launcher (bincount_cuda_det_launch.h):
- * the parameters of the kernel that sums the blocks' partial histograms.
+ * the grid of the pass and the parameters of the kernel that sums the
+ * blocks' partial histograms.
  * The pass itself takes bc_hist_params (bincount_cuda.h), whose `out` is
  * then the partial histograms.
  *
@@ -12,6 +13,12 @@
 #define AESARA_BINCOUNT_CUDA_DET_H
 
 #include "bincount_cuda.h"
+
+/* Most blocks of a deterministic pass: its grid is min(this, ceil(N /
+ * BC_CUDA_MIN_ELEMS_PER_BLOCK)) blocks for N values, whatever the device,
+ * so that the order of the additions (which block and warp takes which
+ * value) is the same on every GPU. */
+#define BC_CUDA_DET_BLOCKS 256
 
 /*
  * Parameters of bincount_det_finish_<out>: dst[j] = the sum over blocks

@@ -9,8 +9,7 @@
  *
  * Plain C99 and C++, no Python: the same call description, kernels, host
  * interface and errors as bc_cuda_bincount, whose checks (bc_cuda_check_call,
- * bc_cuda_status_error, bc_cuda_check_size) and plan (bc_cuda_make_plan)
- * it reuses.  `hist` of the kernels is the deterministic pass, `finish` the
+ * bc_cuda_status_error, bc_cuda_check_size) it reuses.  `hist` of the kernels is the deterministic pass, `finish` the
  * deterministic finish, and resident_blocks / shared_budget are those of
  * the pass (one block per multiprocessor, the most shared memory a block
  * may have; aesara_bincount_core/cuda/modules.py).
@@ -19,10 +18,11 @@
  *
  *   0. The checks of bc_cuda_bincount; an empty x gives zeros(n) with no wait.
  *   1. The window: a warp's sub-histogram of S = shared_budget / (warps x
- *      bin size) bins.  The grid: bc_cuda_make_plan's blocks for the length
- *      of x (at most one per multiprocessor), fixed for a device and a
- *      length.  One allocation holds blocks x S float64 partial sums and the
- *      status (zeroed by a memset).
+ *      bin size) bins.  The grid: min(BC_CUDA_DET_BLOCKS, N /
+ *      BC_CUDA_MIN_ELEMS_PER_BLOCK) blocks (at least one) for N values,
+ *      whatever the device (more blocks than run at once simply run in
+ *      waves).  One allocation holds blocks x S float64 partial sums and
+ *      the status (zeroed by a memset).
  *   2. The first pass counts the bins [0, F): F = n in the scatter-add form,
  *      else max(n, the previous call's length or BC_CUDA_FIRST_PASS_BINS),
  *      both at most S; it also finds max(x) and the first refused position.
@@ -31,10 +31,11 @@
  *      window's partials in block order; each further window [lo, lo + S)
  *      is a pass over x and a finish, queued without waiting.
  *
- * The order of every float addition follows from the window sizes and the
- * grid, which depend on the device, the kernel build and the lengths of x
- * and of the result, never on timing; so the same inputs on the same device
- * with the same package version give the same bits.
+ * The order of every float addition follows from the grid alone (a bin's
+ * value is the same whichever window it falls in), and the grid from the
+ * length of x alone: never from timing, nor from the device.  So the same
+ * inputs give the same bits on every call, and, with the same kernels (the
+ * package and NVRTC versions), on any GPU.
  */
 #ifndef AESARA_BINCOUNT_CUDA_DET_LAUNCH_H
 #define AESARA_BINCOUNT_CUDA_DET_LAUNCH_H
@@ -137,9 +138,8 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER,
                                  "the deterministic histogram kernel got no shared memory",
                                  1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
-    blocks = bc_cuda_make_plan(c->x.length, span, warps * c->shared_itemsize, k->resident_blocks,
-                               k->shared_budget)
-                 .blocks;
+    blocks = bc_ceil_div(c->x.length, BC_CUDA_MIN_ELEMS_PER_BLOCK);
+    blocks = blocks < BC_CUDA_DET_BLOCKS ? blocks : BC_CUDA_DET_BLOCKS;
     if (c->scatter) {
         first = c->n;
     } else {

@@ -7,8 +7,9 @@ with the deterministic kernels (``c_code/bincount_cuda_det.cuh``) and
 (``c_code/scatter_add_cuda_det.cuh``).  Checked here: the bits of the three
 float sums of ``det_cases.py`` differ from call to call in the default mode
 and are identical under ``"more"``, across calls and across processes with
-another thread count of the emulation (FAKE_CUDA_RUNNERS) and a random
-order of its blocks (FAKE_CUDA_BLOCK_ORDER=random); the results against
+another thread count of the emulation (FAKE_CUDA_RUNNERS), another
+emulated device (multiprocessors, shared memory) and a random order of its
+blocks (FAKE_CUDA_BLOCK_ORDER=random); the results against
 NumPy (``numpy.bincount`` within the float tolerance; ``np.add.at`` bit for
 bit for rows), with several windows of bins, the scatter-add form, float32
 subnormals, signed zeros, NaN and inf; the errors; the props, dprint and
@@ -67,9 +68,14 @@ def run_cases(mode, calls, **env):
 def test_more_gives_the_same_bits_every_call_and_run_where_default_does_not():
     """Done-when of issue 31: 20 calls of each case; in the default mode the
     bits change (on the emulation, whose blocks run in a random order on 4
-    threads), under "more" they do not, whatever the thread count."""
-    runs = {r: run_cases("more", 20, FAKE_CUDA_RUNNERS=str(r), FAKE_CUDA_BLOCK_ORDER="random")
-            for r in ((1, 3) if EMULATED else (4,))}  # fmt: skip
+    threads), under "more" they do not, whatever the thread count and the
+    device's multiprocessors and shared memory."""
+    # On the emulation, also another device: 5 multiprocessors and less
+    # shared memory (so other windows of bins); the bits must not change.
+    devices = [dict(FAKE_CUDA_RUNNERS="1"),
+               dict(FAKE_CUDA_RUNNERS="3", FAKE_CUDA_SMS="5", FAKE_CUDA_SHARED_PER_SM="102400",
+                    FAKE_CUDA_SHARED_OPTIN="101376")] if EMULATED else [{}]  # fmt: skip
+    runs = {i: run_cases("more", 20, FAKE_CUDA_BLOCK_ORDER="random", **env) for i, env in enumerate(devices)}
     first = next(iter(runs.values()))
     for runners, got in runs.items():
         for case, digests in got.items():
