@@ -12,13 +12,14 @@
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
  *
  * Algorithm: the rows are cut into equal ranges, one per warp of the grid
- * (at most one warp per row).  Every warp reads all of idx, 32 indices at a
- * time, and picks out with a ballot those that fall in its rows; it takes
- * them in index order, its lanes holding 32 * BC_CUDA_ROWS_TILE columns of
- * the current row in registers (loaded when the row changes, stored back
- * when another row comes), and adds each increment row to them.  Rows wider
- * than that are done tile by tile, reading idx once per tile.  No atomics:
- * each element has one writer.
+ * (at most one warp per row).  Every warp reads all of idx, DET_ROW_STEPS
+ * steps of 32 indices at a time, and picks out with a ballot those of each
+ * step that fall in its rows; it takes them in index order, DET_ROW_BATCH
+ * at a time (their increment rows loaded together, then added one by one),
+ * its lanes holding 32 * BC_CUDA_ROWS_TILE columns of the current row in
+ * registers (loaded when the row changes, stored back when another row
+ * comes).  Rows wider than that are done tile by tile, reading idx once per
+ * tile.  No atomics: each element has one writer.
  *
  * Cost: idx is read once per warp (from L2 after the first), and the rows
  * of one warp are summed by that warp alone, so a hot row (a large share of
@@ -60,9 +61,14 @@ template <typename OUT> struct det_run {
     }
 };
 
+/* Steps of 32 indices a warp loads at once, and matches whose increments it
+ * loads at once (loads in flight: idx and the increments come from memory,
+ * and a hot row's adds would otherwise wait for one load each). */
+enum { DET_ROW_STEPS = 4, DET_ROW_BATCH = 8 };
+
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
-    enum { TILE = BC_CUDA_ROWS_TILE };
+    enum { TILE = BC_CUDA_ROWS_TILE, U = DET_ROW_STEPS, B = DET_ROW_BATCH };
     const I *idx = reinterpret_cast<const I *>(p.idx);
     const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
     OUT *out = reinterpret_cast<OUT *>(p.out);
@@ -82,24 +88,55 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_det(con
     for (bc_i64 col0 = 0; col0 < p.row_size; col0 += 32 * TILE) {
         const bc_i64 col = col0 + lane;
         det_run<OUT> run;
-        for (bc_i64 base = 0; base < p.n; base += 32) {
-            const bc_i64 i = base + lane;
-            const bc_i64 row = i < p.n ? det_row(idx[i * p.idx_stride], p.nrows) : -1;
-            unsigned mine = __ballot_sync(FULL_WARP, row >= r0 && row < r1);
-            while (mine != 0u) {
-                const int j = __ffs((int)mine) - 1;
-                mine &= mine - 1u;
-                const bc_i64 r = __shfl_sync(FULL_WARP, row, j);
-                if (r != run.row) {
-                    run.store(out, p, col);
-                    run.row = r;
-                    run.load(out, p, col);
-                }
-                const OUT *src = inc + (base + j) * p.inc_row;
+        for (bc_i64 base = 0; base < p.n; base += 32 * U) {
+            bc_i64 row[U];
 #pragma unroll
-                for (int t = 0; t < TILE; t++)
-                    if (col + t * 32 < p.row_size)
-                        run.val[t] += src[(col + t * 32) * p.inc_elem];
+            for (int u = 0; u < U; u++) {
+                const bc_i64 i = base + u * 32 + lane;
+                row[u] = i < p.n ? det_row(idx[i * p.idx_stride], p.nrows) : -1;
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                unsigned mine = __ballot_sync(FULL_WARP, row[u] >= r0 && row[u] < r1);
+                while (mine != 0u) { /* uniform: every lane holds the same mask */
+                    /* Up to B matches, in index order: their rows, then their
+                     * increments loaded together, then added one by one. */
+                    bc_i64 rs[B], at[B];
+                    OUT v[B][TILE];
+#pragma unroll
+                    for (int b = 0; b < B; b++) {
+                        rs[b] = -1;
+                        at[b] = 0;
+                        if (mine != 0u) {
+                            const int j = __ffs((int)mine) - 1;
+                            mine &= mine - 1u;
+                            rs[b] = __shfl_sync(FULL_WARP, row[u], j);
+                            at[b] = base + u * 32 + j;
+                        }
+                    }
+#pragma unroll
+                    for (int b = 0; b < B; b++) {
+                        const OUT *src = inc + at[b] * p.inc_row;
+#pragma unroll
+                        for (int t = 0; t < TILE; t++)
+                            v[b][t] = rs[b] >= 0 && col + t * 32 < p.row_size
+                                          ? src[(col + t * 32) * p.inc_elem]
+                                          : (OUT)0;
+                    }
+#pragma unroll
+                    for (int b = 0; b < B; b++) {
+                        if (rs[b] < 0)
+                            break;
+                        if (rs[b] != run.row) {
+                            run.store(out, p, col);
+                            run.row = rs[b];
+                            run.load(out, p, col);
+                        }
+#pragma unroll
+                        for (int t = 0; t < TILE; t++)
+                            run.val[t] += v[b][t];
+                    }
+                }
             }
         }
         run.store(out, p, col);
