@@ -8,8 +8,9 @@
  * (bincount_cuda_host.c, BC_DETERMINISTIC).
  *
  * Plain C99 and C++, no Python: the same call description, kernels, host
- * interface and errors as bc_cuda_bincount, whose checks (bc_cuda_check_call,
- * bc_cuda_status_error, bc_cuda_check_size) it reuses.  `hist` of the kernels is the deterministic pass, `finish` the
+ * interface and errors as bc_cuda_bincount, whose checks
+ * (bc_cuda_bincount_begin, bc_cuda_read_length) and end
+ * (bc_cuda_bincount_end) it reuses.  `hist` of the kernels is the deterministic pass, `finish` the
  * deterministic finish, and resident_blocks / shared_budget are those of
  * the pass (one block per multiprocessor, the most shared memory a block
  * may have; aesara_bincount_core/cuda/modules.py).
@@ -86,22 +87,13 @@ static int bc_cuda_det_queue_finish(const bc_cuda_api *api, const bc_cuda_kernel
                                     bc_cuda_error *err)
 {
     bc_det_finish_params p;
-    void *args[1];
-    long long grid = bc_ceil_div(bins, BC_CUDA_THREADS);
-    if (grid > k->resident_blocks)
-        grid = k->resident_blocks;
-    if (grid < 1)
-        grid = 1;
     p.src = partials;
     p.dst = dst;
     p.bins = bins;
     p.stride = stride;
     p.blocks = blocks;
-    args[0] = &p;
-    return bc_cuda_check(api,
-                         api->LaunchKernel(k->finish, (unsigned)grid, 1, 1, BC_CUDA_THREADS, 1, 1,
-                                           0, stream, args, NULL),
-                         "cuLaunchKernel(deterministic finish)", err);
+    return bc_cuda_queue_finish_kernel(api, k, stream, bins, &p,
+                                       "cuLaunchKernel(deterministic finish)", err);
 }
 
 /*
@@ -117,20 +109,11 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
     const long long warps = BC_CUDA_THREADS / 32;
     void *buf = NULL, *out = NULL;
     bc_CUdeviceptr buf_ptr = 0, out_ptr = 0, status_ptr;
-    long long span, blocks, first, length, lo;
-    bc_status status;
+    long long span, blocks, first, length = 0, lo;
+    const int begun = bc_cuda_bincount_begin(api, c, k, host, result, err);
 
-    memset(result, 0, sizeof(*result));
-    if (bc_cuda_check_call(api, c, k, err) != 0)
-        return -1;
-    if (c->x.length == 0) {
-        result->array = bc_cuda_alloc(host, c->out_dtype, c->n, 1, &out_ptr, c->n,
-                                      c->out_itemsize, err);
-        result->length = c->n;
-        return result->array != NULL ? 0 : -1;
-    }
-    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
-        return -1;
+    if (begun != 0)
+        return begun > 0 ? 0 : -1;
 
     /* 1. The window and the grid. */
     span = k->shared_budget / (warps * c->shared_itemsize);
@@ -157,13 +140,7 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
     if (bc_cuda_check(api, api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
                       "cuMemsetD32Async", err) != 0 ||
         bc_cuda_det_queue_pass(api, k, c, buf_ptr, status_ptr, blocks, 0, first, err) != 0 ||
-        bc_cuda_read_back(api, host, c->stream, status_ptr, &status, sizeof(status), err) != 0 ||
-        bc_cuda_status_error(c, &status, err) != 0)
-        goto fail;
-    length = c->n;
-    if (!c->scatter && (long long)status.max_value + 1 > length)
-        length = (long long)status.max_value + 1;
-    if (bc_cuda_check_size(c, k, length, err) != 0)
+        bc_cuda_read_length(api, host, c, k, status_ptr, &length, err) != 0)
         goto fail;
 
     /* 4. The output, window by window. */
@@ -183,16 +160,10 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         lo = hi;
     }
     /* The last finish was the last operation that reads the partial sums. */
-    host->release(host->ctx, buf);
-    result->array = out;
-    result->length = length;
-    return 0;
+    return bc_cuda_bincount_end(host, buf, out, length, 1, result);
 
 fail:
-    if (out != NULL)
-        host->release(host->ctx, out);
-    host->release(host->ctx, buf);
-    return -1;
+    return bc_cuda_bincount_end(host, buf, out, 0, 0, result);
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_DET_LAUNCH_H */

@@ -5,19 +5,18 @@ size on the emulation) and on a lent GPU; here the table and the verdicts of
 the targets are checked on rows written by hand, each verdict once passing
 and once failing.
 """
-import importlib.util
 import os
+import sys
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from test_bench_tables import load as load_bench  # noqa: E402
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("_bench_gpu_det", os.path.join(BENCH, "bench_gpu_det.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_gpu_det")
 
 
 def rows(more_ms, same):
