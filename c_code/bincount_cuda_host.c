@@ -228,8 +228,8 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
-    if ((BC_DETERMINISTIC ? bc_cuda_bincount_det : bc_cuda_bincount)(api, &c, &k, &host, &res,
-                                                                     &err) != 0)
+    if ((BC_DETERMINISTIC ? bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)
+                          : bc_cuda_bincount(api, &c, &k, &host, &res, &err)) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
     if (res.view) {
