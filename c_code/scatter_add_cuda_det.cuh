@@ -14,7 +14,7 @@
  * Algorithm: the rows are cut into equal ranges, one per warp of the grid
  * (at most one warp per row).  Every warp reads all of idx, DET_ROW_STEPS
  * steps of 32 indices at a time, and picks out with a ballot those of each
- * step that fall in its rows; it takes them in index order, DET_ROW_BATCH
+ * step that fall in its rows; it takes them in index order, 8 (float64: 4)
  * at a time (their increment rows loaded together, then added one by one),
  * its lanes holding 32 * BC_CUDA_ROWS_TILE columns of the current row in
  * registers (loaded when the row changes, stored back when another row
@@ -62,13 +62,14 @@ template <typename OUT> struct det_run {
 };
 
 /* Steps of 32 indices a warp loads at once, and matches whose increments it
- * loads at once (loads in flight: idx and the increments come from memory,
- * and a hot row's adds would otherwise wait for one load each). */
-enum { DET_ROW_STEPS = 4, DET_ROW_BATCH = 8 };
+ * loads at once, 8 of float32 and 4 of float64 (loads in flight: idx and
+ * the increments come from memory, and a hot row's adds would otherwise
+ * wait for one load each; 8 float64 spilled registers at sm_90). */
+enum { DET_ROW_STEPS = 4, DET_ROW_BATCH_BYTES = 32 };
 
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
-    enum { TILE = BC_CUDA_ROWS_TILE, U = DET_ROW_STEPS, B = DET_ROW_BATCH };
+    enum { TILE = BC_CUDA_ROWS_TILE, U = DET_ROW_STEPS, B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT) };
     const I *idx = reinterpret_cast<const I *>(p.idx);
     const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
     OUT *out = reinterpret_cast<OUT *>(p.out);
