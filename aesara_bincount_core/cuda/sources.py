@@ -197,11 +197,12 @@ def rows_kernels(idx_dtype: str, out_dtype: str, deterministic: str = "default")
 
 def rows_scratch_kernels(add: str) -> Tuple[str, str]:
     """The two kernels of the float64 scratch that a float32 adding kernel ``add``
-    may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_f32``;
+    may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_<idx>_f32``;
     ``c_code/scatter_add_cuda_kernel.cu``), or ``("", "")`` for other dtypes."""
     if not (add.startswith("scatter_rows_add_") and add.endswith("_f32")):
         return "", ""
-    return add.replace("scatter_rows_add_", "scatter_rows_wide_", 1), "scatter_rows_finish_f32"
+    return (add.replace("scatter_rows_add_", "scatter_rows_wide_", 1),
+            add.replace("scatter_rows_add_", "scatter_rows_finish_", 1))
 
 
 def family_of(kernel: str) -> str:

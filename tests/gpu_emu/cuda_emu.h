@@ -558,6 +558,11 @@ inline long long __double_as_longlong(double v)
     return emu::from_bits<long long>(emu::to_bits(v));
 }
 
+inline double __longlong_as_double(long long v)
+{
+    return emu::from_bits<double>(emu::to_bits(v));
+}
+
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
 {
     if (emu::solo(mask)) {
@@ -668,6 +673,12 @@ template <typename T> inline T atomicCAS(T *p, T compare, T value)
     emu::check_aligned(p, sizeof(T));
     __atomic_compare_exchange_n(p, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;
+}
+
+inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v)
+{
+    emu::check_aligned(p, sizeof(v));
+    return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);
 }
 
 inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)

@@ -110,6 +110,7 @@ int dtype_size(const std::string &name)
         H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64) D(XN, f32) D(XN, f64)                 \
             {"scatter_rows_check_" #XN, (void *)&scatter_rows_check_##XN, 2},                 \
             {"scatter_rows_wide_" #XN "_f32", (void *)&scatter_rows_wide_##XN##_f32, 2},      \
+            {"scatter_rows_finish_" #XN "_f32", (void *)&scatter_rows_finish_##XN##_f32, 2},  \
             {"scatter_rows_det_" #XN "_f32", (void *)&scatter_rows_det_##XN##_f32, 2},        \
             {"scatter_rows_det_" #XN "_f64", (void *)&scatter_rows_det_##XN##_f64, 2},        \
         R(XN, i8) R(XN, i16) R(XN, i32) R(XN, i64) R(XN, u8) R(XN, u16) R(XN, u32)            \
@@ -122,7 +123,6 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
     {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
-    {"scatter_rows_finish_f32", (void *)&scatter_rows_finish_f32, 2},
     {"bincount_det_finish_f32", (void *)&bincount_det_finish_f32, 3},
     {"bincount_det_finish_f64", (void *)&bincount_det_finish_f64, 3},
 };
