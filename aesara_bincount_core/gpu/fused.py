@@ -76,6 +76,11 @@ class GpuFusedBincount(GpuBincount):
         None where ``x`` or the weights are an input as such.
     weighted : bool, optional
         Whether there are weights; defaults to ``w_op is not None``.
+    deterministic : {"default", "more"}, optional
+        As for :class:`GpuBincount` (the rewrite keeps the replaced node's):
+        under ``"more"`` float weights go through the deterministic pass
+        (the generated source defines ``BC_FUSED_DET``), the same bits on
+        every call.
 
     Notes
     -----
@@ -95,7 +100,7 @@ class GpuFusedBincount(GpuBincount):
     computed by the scalar ops' own code as ``GpuElemwise`` computes them
     (same rounding: no fused multiply-adds), so integer results are exact
     and only the order of the float additions differs between runs, as for
-    stored weights; float32 weights are accumulated as GpuBincount
+    stored weights (unless ``deterministic="more"``); float32 weights are accumulated as GpuBincount
     accumulates them (float32 in shared memory, float64 in global memory,
     rounded once).  A computed negative ``x`` raises ``ValueError`` naming
     the value and its position, as for a stored one.  Errors, sync and
