@@ -12,7 +12,8 @@ the same GPU shared variables, result kept on the GPU:
     one ``GpuFusedBincount``.  Target: "more" at most 1.5x the default.
 ``seed loop, float32``
     The same with ``gv`` and ``theta`` float32 (float32 weights).  Target
-    1.5x.
+    1.5x.  Left out with ``--small`` (the dry run, whose every compile of a
+    generated kernel costs a host compile on the emulation).
 ``rows, hot row``
     ``inc_subtensor(W[idx], g)`` onto a float32 table of V = 100,000 rows of
     D = 64, B = 16,384 indices of which a quarter name row 0 (``--small``:
@@ -78,6 +79,8 @@ def det_rows(cp, small, repeat):
     rows = []
     sync = cp.cuda.get_current_stream().synchronize
     for name in TARGETS:
+        if small and name == "seed loop, float32":
+            continue  # the float64 row's code with another dtype: one compile less in the dry run
         ins, out, n, arg = _graphs(cp, name, small)
         fns = {}
         for mode in ("default", "more"):
