@@ -19,6 +19,11 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     (bincount and the scatter-add of rows: every family of the rows
     kernels, the early exit of the add on a bad index).
 
+The Aesara stack also runs the rows of ``bench_gpu_det.py`` (each case
+compiled in the default mode and under ``aesara.config.deterministic =
+"more"``: the seed's loop with float64 and float32 weights, a float32
+scatter-add of rows with a hot row).
+
 Both stacks also run the contention rows of ``bench_gpu_contention.py``
 (hot bins and hot rows with float32 sums, rows of D = 1 and D = 128).
 
@@ -62,6 +67,7 @@ from sizes import size_text  # noqa: E402
 from bench_gpu_contention import contention_rows, contention_table  # noqa: E402  (issue 19 item 7)
 from bench_gpu_loop import loop_rows, loop_table  # noqa: E402  (issue 18's rows)
 from bench_gpu_host import host_rows, host_table  # noqa: E402  (issue 28's host overhead)
+from bench_gpu_det import det_rows, det_table  # noqa: E402  (issue 31's rows)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -227,9 +233,11 @@ def run(args):
     contention = contention_rows(cp, torch, args.small, args.repeat, device_ms, torch_ms)
     loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
     host = [] if args.standalone else host_rows(cp, args.small, args.repeat)
-    for row in contention + loops + host:
+    deterministic = [] if args.standalone else det_rows(cp, args.small, args.repeat)
+    for row in contention + loops + host + deterministic:
         print(json.dumps(row), flush=True)
-    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops, "host": host}
+    result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops, "host": host,
+              "deterministic": deterministic}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -395,6 +403,10 @@ def render(runs):
     host = [row for data in runs for row in data.get("host", [])]
     if host:
         lines += ["", "Host overhead per call (bench_gpu_host.py):", "", host_table(host)]
+    det = [row for data in runs for row in data.get("deterministic", [])]
+    if det:
+        lines += ["", 'Deterministic float sums, config.deterministic="more" (bench_gpu_det.py):', "",
+                  det_table(det, _fmt)]
     return "\n".join(lines)
 
 

@@ -73,9 +73,10 @@ typedef unsigned int bc_u32;
  * double atomics, then one rounding per element; scatter_add_cuda_kernel.cu)
  * when it takes at most this many bytes ... */
 #define BC_CUDA_ROWS_SCRATCH_MAX_BYTES 268435456
-/* ... and the output has at most this many rows per index (the scratch costs
- * a pass over the whole output; an update of a few rows of a large table
- * takes the batched compare-and-swap instead). */
+/* ... and the output has at most this many rows per index (the scratch is
+ * cleared and finished only for the rows that idx names, but it takes the
+ * output's size in float64: an update of a few rows of a large table takes
+ * the batched compare-and-swap instead). */
 #define BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX 4
 
 /* ---- dtype codes (kernel names use the short names) ---- */
@@ -155,8 +156,8 @@ typedef struct bc_finish_params {
  * scatter_rows_check_<idx> (reads idx, n, nrows, idx_stride, status),
  * scatter_rows_add_<idx>_<out> (everything but scratch),
  * scatter_rows_wide_<idx>_f32 (the same, adding into scratch instead of out)
- * and scatter_rows_finish_f32 (out, out_row, nrows, row_size, scratch,
- * status).  out[row * out_row + j]
+ * and scatter_rows_finish_<idx>_f32 (out, out_row, idx, n, nrows, row_size,
+ * idx_stride, scratch, status).  out[row * out_row + j]
  * += inc[i * inc_row + j * inc_elem] for j < row_size, row = idx[i]
  * (wrapped once when negative).  Every field is 8 bytes except the last two.
  */

@@ -335,6 +335,44 @@ struct hist_pass {
     }
 };
 
+/* Publish a thread's range check (its largest value, its first refused
+ * position): one atomic per warp.  Every lane of the warp calls it. */
+__device__ __forceinline__ void publish_check(bc_status *status, bc_u64 vmax, bc_u64 first_bad)
+{
+    vmax = warp_extreme<true>(vmax);
+    first_bad = warp_extreme<false>(first_bad);
+    if ((threadIdx.x & 31u) == 0u) {
+        if (vmax != 0)
+            atomicMax(&status->max_value, vmax);
+        if (first_bad != NO_POSITION)
+            atomicMax(&status->bad_pos_inv, ~first_bad);
+    }
+}
+
+/* The end of a block, after a barrier that follows its last add: the last
+ * block to finish records the value at the first refused position.  The
+ * barrier orders the block's adds before thread 0's fence, which is
+ * cumulative: one fence per block, not one per thread. */
+template <typename X, bool FX>
+__device__ __forceinline__ void last_block_check(const bc_hist_params &p, const bc_fused_params *f,
+                                                 bc_status *status)
+{
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const bc_u32 ticket = atomicAdd(&status->blocks_done, 1u);
+        if (ticket == gridDim.x - 1) {
+            __threadfence();
+            const bc_u64 inv = atomicAdd(&status->bad_pos_inv, 0ull);
+            if (inv != 0) {
+                const X *x = reinterpret_cast<const X *>(p.x);
+                const bc_i64 pos = (bc_i64)(~inv);
+                status->bad_value = as_u64(FX ? (X)bc_fused_x(*f, pos) : x[pos * p.x_stride],
+                                           typename traits<X>::sign());
+            }
+        }
+    }
+}
+
 template <typename X, typename W, typename SH, typename ACC, bool WEIGHTED, bool FUSED, bool FX>
 __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_params *f)
 {
@@ -351,15 +389,7 @@ __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_par
         p, f, shared + (p.copies > 1 ? (threadIdx.x >> 5) % (unsigned)p.copies : 0u) * sbins);
     pass.run();
 
-    /* Publish the range check: one atomic per warp. */
-    const bc_u64 vmax = warp_extreme<true>(pass.vmax);
-    const bc_u64 first_bad = warp_extreme<false>(pass.first_bad);
-    if (pass.lane == 0) {
-        if (vmax != 0)
-            atomicMax(&status->max_value, vmax);
-        if (first_bad != NO_POSITION)
-            atomicMax(&status->bad_pos_inv, ~first_bad);
-    }
+    publish_check(status, pass.vmax, pass.first_bad);
     __syncthreads();
 
     /* Merge the copies and add the block's histogram to the accumulator. */
@@ -372,24 +402,8 @@ __device__ __forceinline__ void hist(const bc_hist_params &p, const bc_fused_par
             global_add(out + p.lo + b, (ACC)total);
     }
 
-    /* The last block to finish records the value at the first refused
-     * position.  The barrier orders the block's adds before thread 0's fence,
-     * which is cumulative: one fence per block, not one per thread. */
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const bc_u32 ticket = atomicAdd(&status->blocks_done, 1u);
-        if (ticket == gridDim.x - 1) {
-            __threadfence();
-            const bc_u64 inv = atomicAdd(&status->bad_pos_inv, 0ull);
-            if (inv != 0) {
-                const X *x = reinterpret_cast<const X *>(p.x);
-                const bc_i64 pos = (bc_i64)(~inv);
-                status->bad_value = as_u64(FX ? (X)bc_fused_x(*f, pos) : x[pos * p.x_stride],
-                                           typename traits<X>::sign());
-            }
-        }
-    }
+    last_block_check<X, FX>(p, f, status);
 }
 
 template <typename ACC, typename OUT> __device__ __forceinline__ void finish(const bc_finish_params &p)

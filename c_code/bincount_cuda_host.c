@@ -50,7 +50,11 @@
  * BC_X_SIGNED, BC_HIST_KERNEL and BC_FINISH_KERNEL (kernel names, the latter
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
- * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
+ * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1: the result comes back to the host
+ * in one copy, bincount_cuda_host_result.h; the deterministic sum takes the
+ * device path, then a copy), and BC_DETERMINISTIC (1: float weights summed by
+ * bc_cuda_bincount_det of bincount_cuda_det_launch.h, whose kernels
+ * BC_HIST_KERNEL and BC_FINISH_KERNEL then name); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
  * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
  * kernel; BC_X_DTYPE_NAME and BC_X_SIGNED describe the computed x.  Compiled on its own, it instantiates the int64 count
@@ -71,6 +75,7 @@
 #define BC_BUF_DTYPE BC_DT_INT64
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
+#define BC_DETERMINISTIC 0
 #endif
 #ifndef BC_TO_HOST
 #define BC_TO_HOST 0 /* standalone: -DBC_TO_HOST=1 compiles the other form */
@@ -87,6 +92,7 @@
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
 #include "bincount_cuda_host_result.h"
+#include "bincount_cuda_det_launch.h"
 #include "gpuarray_helper.h"
 #include "cuda_host_cupy.h"
 #include "cuda_host_staging.h"
@@ -284,7 +290,7 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
-#if BC_TO_HOST
+#if BC_TO_HOST && !BC_DETERMINISTIC
     {
         bc_host_staging own;
         bc_host_stage_ctx sctx;
@@ -308,7 +314,8 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
         /* Too large for the staging: the device path, then a copy. */
     }
 #endif
-    if (bc_cuda_bincount(api, &c, &k, &host, &res, &err) != 0)
+    if ((BC_DETERMINISTIC ? bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)
+                          : bc_cuda_bincount(api, &c, &k, &host, &res, &err)) != 0)
         return bc_host_raise(&err, "GpuBincount");
     result = (PyObject *)res.array;
     if (res.view) {

@@ -37,6 +37,14 @@
  *                             with the finish kernels.  A computed x is read
  *                             element by element (no vector loads), and the
  *                             value at a refused position is computed again.
+ *   bincount_hist_det_<x>_<w> the deterministic pass of float weights (w: f32,
+ *                             f64; bincount_cuda_det.cuh): the window's bins
+ *                             summed per warp and per block, in a fixed
+ *                             order, into partial histograms, no atomics.
+ *                             A generated source that defines BC_FUSED_DET
+ *                             makes its BC_FUSED_NAME this pass.
+ *   bincount_det_finish_<out> the blocks' partial histograms summed in block
+ *                             order into the output (f32, f64).
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
  *                             wrap), u64_f32, u64_f64 (counts to floats),
@@ -45,7 +53,7 @@
  * The templates these kernels instantiate, and the algorithm of a pass, are
  * in bincount_cuda_hist.cuh.
  */
-#include "bincount_cuda_hist.cuh"
+#include "bincount_cuda_det.cuh"
 
 /* ---- extern "C" kernels ---- */
 
@@ -74,11 +82,29 @@
     }
 #define BC_HIST(XN, XT, IN) BC_EXPAND(BC_HIST_TYPES, bincount_hist_##XN##_##IN, XT, BC_INC_##IN)
 
+#ifdef BC_FUSED_DET
+/* The deterministic pass (float weights): one block per multiprocessor. */
+#define BC_FUSED_TYPES(NAME, XT, WT, SHT, ACCT, WEIGHTED)                                     \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
+        NAME(const bc_hist_params p, const bc_fused_params f)                                 \
+    {                                                                                         \
+        bc::det_hist<XT, WT, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);                      \
+    }
+#else
 #define BC_FUSED_TYPES(NAME, XT, WT, SHT, ACCT, WEIGHTED)                                     \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, BC_CUDA_BLOCKS_PER_SM)      \
         NAME(const bc_hist_params p, const bc_fused_params f)                                 \
     {                                                                                         \
         bc::hist<XT, WT, SHT, ACCT, WEIGHTED, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);     \
+    }
+#endif
+
+/* The deterministic pass of float weights (bincount_cuda_det.cuh). */
+#define BC_DET(XN, XT, WN, WT)                                                                \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
+        bincount_hist_det_##XN##_##WN(const bc_hist_params p)                                 \
+    {                                                                                         \
+        bc::det_hist<XT, WT, false, false>(p, 0);                                             \
     }
 
 /* Every increment kind for one dtype of x: counts, then each weights dtype. */
@@ -94,7 +120,9 @@
     BC_HIST(XN, XT, u32)                                                                      \
     BC_HIST(XN, XT, u64)                                                                      \
     BC_HIST(XN, XT, f32)                                                                      \
-    BC_HIST(XN, XT, f64)
+    BC_HIST(XN, XT, f64)                                                                      \
+    BC_DET(XN, XT, f32, float)                                                                \
+    BC_DET(XN, XT, f64, double)
 
 #ifdef BC_FUSED_NAME
 /* A generated source: its one fused kernel (BC_FUSED_X: the short name of
@@ -154,11 +182,23 @@ BC_FINISH(u64, bc_u64, f32, float)
 BC_FINISH(u64, bc_u64, f64, double)
 BC_FINISH(f64, double, f32, float)
 
+#define BC_DET_FINISH(ON, OT)                                                                 \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        bincount_det_finish_##ON(const bc_det_finish_params p)                                \
+    {                                                                                         \
+        bc::det_finish<OT>(p);                                                                \
+    }
+
+BC_DET_FINISH(f32, float)
+BC_DET_FINISH(f64, double)
+
 #undef BC_HIST
 #undef BC_HIST_TYPES
 #undef BC_FUSED_TYPES
 #undef BC_HIST_FOR_X
 #undef BC_FINISH
+#undef BC_DET
+#undef BC_DET_FINISH
 #undef BC_EXPAND
 #undef BC_INC_c32
 #undef BC_INC_c64

@@ -307,26 +307,35 @@ static int bc_cuda_queue_hist(const bc_cuda_api *api, const bc_cuda_kernels *k,
                          "cuLaunchKernel(histogram pass)", err);
 }
 
-/* Queue the conversion of `count` accumulator bins at `src` into `dst`. */
-static int bc_cuda_queue_finish(const bc_cuda_api *api, const bc_cuda_kernels *k,
-                                bc_CUstream stream, bc_CUdeviceptr src, bc_CUdeviceptr dst,
-                                long long count, bc_cuda_error *err)
+/* Queue the finish kernel of `k` (a grid-stride loop over `count` bins), its
+ * one parameter at `params`; `what` names it in an error. */
+static int bc_cuda_queue_finish_kernel(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                       bc_CUstream stream, long long count, void *params,
+                                       const char *what, bc_cuda_error *err)
 {
-    bc_finish_params p;
     void *args[1];
     long long blocks = bc_ceil_div(count, BC_CUDA_THREADS);
     if (blocks > k->resident_blocks)
         blocks = k->resident_blocks;
     if (blocks < 1)
         blocks = 1;
-    p.src = src;
-    p.dst = dst;
-    p.count = count;
-    args[0] = &p;
+    args[0] = params;
     return bc_cuda_check(api,
                          api->LaunchKernel(k->finish, (unsigned)blocks, 1, 1, BC_CUDA_THREADS,
                                            1, 1, 0, stream, args, NULL),
-                         "cuLaunchKernel(finish)", err);
+                         what, err);
+}
+
+/* Queue the conversion of `count` accumulator bins at `src` into `dst`. */
+static int bc_cuda_queue_finish(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                bc_CUstream stream, bc_CUdeviceptr src, bc_CUdeviceptr dst,
+                                long long count, bc_cuda_error *err)
+{
+    bc_finish_params p;
+    p.src = src;
+    p.dst = dst;
+    p.count = count;
+    return bc_cuda_queue_finish_kernel(api, k, stream, count, &p, "cuLaunchKernel(finish)", err);
 }
 
 /* Checks before any work (step 0). */
@@ -419,6 +428,68 @@ static long long bc_cuda_first_bins(const bc_cuda_bincount_call *c, long long ca
 }
 
 /*
+ * Step 0 of a call, for this launcher and the deterministic one
+ * (bincount_cuda_det_launch.h): the checks, and an empty x, whose result is
+ * zeros(n) with no wait.  Returns 1 when the call is done (*result filled),
+ * 0 to go on, -1 with *err filled.
+ */
+static int bc_cuda_bincount_begin(const bc_cuda_api *api, const bc_cuda_bincount_call *c,
+                                  const bc_cuda_kernels *k, const bc_cuda_host *host,
+                                  bc_cuda_result *result, bc_cuda_error *err)
+{
+    bc_CUdeviceptr out_ptr = 0;
+    memset(result, 0, sizeof(*result));
+    if (bc_cuda_check_call(api, c, k, err) != 0)
+        return -1;
+    if (c->x.length == 0) {
+        result->array = bc_cuda_alloc_zeroed(host, api, c->stream, c->out_dtype, c->n, &out_ptr,
+                                             c->n, c->out_itemsize, err);
+        result->length = c->n;
+        return result->array != NULL ? 1 : -1;
+    }
+    return bc_cuda_not_capturing(api, c->stream, err) != 0 ? -1 : 0;
+}
+
+/*
+ * Step 3 of a call, for both launchers: the one wait, for the status at
+ * device address `status_ptr`; a refused value raises.  *length is then the
+ * result's length (max(max(x) + 1, n) in the bincount form, n in the
+ * scatter-add form), checked to fit on the device.  Returns 0 or -1.
+ */
+static int bc_cuda_read_length(const bc_cuda_api *api, const bc_cuda_host *host,
+                               const bc_cuda_bincount_call *c, const bc_cuda_kernels *k,
+                               bc_CUdeviceptr status_ptr, long long *length, bc_cuda_error *err)
+{
+    bc_status status;
+    if (bc_cuda_read_back(api, host, c->stream, status_ptr, &status, sizeof(status), err) != 0 ||
+        bc_cuda_status_error(c, &status, err) != 0)
+        return -1;
+    *length = c->n;
+    if (!c->scatter && (long long)status.max_value + 1 > *length)
+        *length = (long long)status.max_value + 1;
+    return bc_cuda_check_size(c, k, *length, err);
+}
+
+/*
+ * The end of a call, for both launchers: the buffer `buf` is given back
+ * (the caller has queued the last operation that reads it); when `ok`, the
+ * result is `out`, exactly `length` bins, else `out` (if any) is given back
+ * too.  Returns 0 when `ok`, else -1.
+ */
+static int bc_cuda_bincount_end(const bc_cuda_host *host, void *buf, void *out, long long length,
+                                int ok, bc_cuda_result *result)
+{
+    if (!ok && out != NULL)
+        host->release(host->ctx, out);
+    host->release(host->ctx, buf);
+    if (!ok)
+        return -1;
+    result->array = out;
+    result->length = length;
+    return 0;
+}
+
+/*
  * Count, or sum weights, into bins: the whole call (steps 0-5 above).
  * Returns 0 with *result filled, or -1 with *err filled; either way no
  * buffer of the call is left allocated except the result's.
@@ -430,19 +501,10 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
     void *buf = NULL, *out = NULL;
     bc_CUdeviceptr buf_ptr = 0, out_ptr = 0;
     long long bins, padded = 0, length;
-    bc_status status;
+    const int begun = bc_cuda_bincount_begin(api, c, k, host, result, err);
 
-    memset(result, 0, sizeof(*result));
-    if (bc_cuda_check_call(api, c, k, err) != 0)
-        return -1;
-    if (c->x.length == 0) {
-        result->array = bc_cuda_alloc_zeroed(host, api, c->stream, c->out_dtype, c->n, &out_ptr,
-                                             c->n, c->out_itemsize, err);
-        result->length = c->n;
-        return result->array != NULL ? 0 : -1;
-    }
-    if (bc_cuda_not_capturing(api, c->stream, err) != 0)
-        return -1;
+    if (begun != 0)
+        return begun > 0 ? 0 : -1;
 
     /* 2. First pass: C bins, max(x) and the first refused position. */
     bins = bc_cuda_first_bins(c, BC_CUDA_FIRST_PASS_MAX_BINS);
@@ -453,15 +515,9 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         goto fail;
 
     /* 3. The one wait of the call. */
-    if (bc_cuda_read_back(api, host, c->stream,
-                          buf_ptr + (bc_CUdeviceptr)padded * (bc_CUdeviceptr)c->buffer_itemsize,
-                          &status, sizeof(status), err) != 0 ||
-        bc_cuda_status_error(c, &status, err) != 0)
-        goto fail;
-    length = c->n;
-    if (!c->scatter && (long long)status.max_value + 1 > length)
-        length = (long long)status.max_value + 1;
-    if (bc_cuda_check_size(c, k, length, err) != 0)
+    if (bc_cuda_read_length(api, host, c, k,
+                            buf_ptr + (bc_CUdeviceptr)padded * (bc_CUdeviceptr)c->buffer_itemsize,
+                            &length, err) != 0)
         goto fail;
 
     /* 4. Second pass, only for values the first could not hold. */
@@ -514,16 +570,10 @@ static int bc_cuda_bincount(const bc_cuda_api *api, const bc_cuda_bincount_call 
         return 0;
     }
     /* The finish kernel or the copy was the last operation that reads it. */
-    host->release(host->ctx, buf);
-    result->array = out;
-    result->length = length;
-    return 0;
+    return bc_cuda_bincount_end(host, buf, out, length, 1, result);
 
 fail:
-    if (out != NULL)
-        host->release(host->ctx, out);
-    host->release(host->ctx, buf);
-    return -1;
+    return bc_cuda_bincount_end(host, buf, out, 0, 0, result);
 }
 
 #endif /* AESARA_BINCOUNT_CUDA_LAUNCH_H */

@@ -21,8 +21,13 @@
  *   scatter_rows_wide_<idx>_f32   instead of it for float32 when a float64
  *                             scratch is used (below): adds the rows into
  *                             the scratch, in float64.
- *   scatter_rows_finish_f32   third kernel of the scratch: out += scratch,
- *                             rounded to float32 once.
+ *   scatter_rows_finish_<idx>_f32  third kernel of the scratch: out +=
+ *                             scratch, rounded to float32 once, for the rows
+ *                             that idx names.
+ *   scatter_rows_det_<idx>_<f32|f64>  instead of the adding kernel under
+ *                             aesara.config.deterministic == "more": float
+ *                             rows added in index order, np.add.at's bits
+ *                             (scatter_add_cuda_det.cuh).
  *
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
@@ -54,8 +59,10 @@
  *         double atomic (red.global.add.f64, which keeps subnormals and
  *         does not serialise on a hot row as a compare-and-swap loop does);
  *         then the finish kernel adds each element's sum to out and rounds
- *         it to float32 once.  The checking kernel sets the scratch to
- *         -0.0, the additive identity; an element whose sum stays -0.0 (no
+ *         it to float32 once.  The checking kernel sets the rows of the
+ *         scratch that idx names to -0.0, the additive identity, and the
+ *         finish kernel reads only those rows (so both cost the increments'
+ *         size, not the output's); an element whose sum stays -0.0 (no
  *         increment, or only -0.0 ones) is left as it was (base + -0.0).
  *       - otherwise a compare-and-swap loop per element, BC_CUDA_ROWS_TILE of
  *         them side by side (the tile's loads, then its compare-and-swaps,
@@ -69,6 +76,7 @@
  *     overflow that the sequential sum meets on the way may not happen).
  */
 #include "bincount_cuda_device.cuh"
+#include "scatter_add_cuda_det.cuh"
 
 namespace bc {
 
@@ -123,12 +131,21 @@ template <typename I> __device__ __forceinline__ void rows_check(const bc_rows_p
     }
     if (first_bad != NO_POSITION)
         atomicMax(&status->bad_pos_inv, ~first_bad);
-    /* float32 with a scratch: it starts at -0.0 (see the top). */
+    /* float32 with a scratch: the rows that idx names start at -0.0 (see the
+     * top); the others are never read.  A warp per index, its lanes along
+     * the row; a row named twice is cleared twice. */
     if (p.scratch != 0) {
         double *scratch = reinterpret_cast<double *>(p.scratch);
-        const bc_i64 total = p.nrows * p.row_size;
-        for (bc_i64 e = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step)
-            scratch[e] = -0.0;
+        const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
+        const bc_i64 warps = step / 32;
+        for (bc_i64 i = ((bc_i64)blockIdx.x * blockDim.x + threadIdx.x) / 32; i < p.n; i += warps) {
+            const I v = idx[i * p.idx_stride];
+            if (!row_ok(v, p.nrows, typename traits<I>::sign()))
+                continue;
+            double *row = scratch + row_of(v, p.nrows, typename traits<I>::sign()) * p.row_size;
+            for (bc_i64 c = lane; c < p.row_size; c += 32)
+                row[c] = -0.0;
+        }
     }
 }
 
@@ -323,24 +340,35 @@ __device__ __forceinline__ void rows_add(const bc_rows_params &p)
 }
 
 /* The last kernel of the scratch: out += scratch, rounded to float32 once,
+ * for the rows that idx names (a warp per index, its lanes along the row),
  * for every element whose sum is not -0.0 (the others keep their value, base
- * + -0.0 being the base).  Skipped on a bad index. */
-__device__ __forceinline__ void rows_finish(const bc_rows_params &p)
+ * + -0.0 being the base).  Each element is taken once: its sum is exchanged
+ * for -0.0 atomically, so of the indices that name one row only the first
+ * to get there adds it (the others find -0.0, most with a plain read).
+ * Skipped on a bad index. */
+template <typename I> __device__ __forceinline__ void rows_finish(const bc_rows_params &p)
 {
+    const unsigned long long minus_zero = (unsigned long long)__double_as_longlong(-0.0);
+    const I *idx = reinterpret_cast<const I *>(p.idx);
     float *out = reinterpret_cast<float *>(p.out);
-    const double *scratch = reinterpret_cast<const double *>(p.scratch);
-    const bc_i64 total = p.nrows * p.row_size;
-    const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
+    unsigned long long *scratch = reinterpret_cast<unsigned long long *>(p.scratch);
+    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
+    const bc_i64 warps = (bc_i64)gridDim.x * blockDim.x / 32;
     if (p.status != 0 &&
         reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
         return;
-    for (bc_i64 e = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
-        const double s = scratch[e];
-        if (__double_as_longlong(s) == __double_as_longlong(-0.0))
-            continue;
-        const bc_i64 row = p.out_row == p.row_size ? 0 : e / p.row_size;
-        float *o = out + (p.out_row == p.row_size ? e : row * p.out_row + (e - row * p.row_size));
-        *o = (float)((double)*o + s);
+    for (bc_i64 i = ((bc_i64)blockIdx.x * blockDim.x + threadIdx.x) / 32; i < p.n; i += warps) {
+        const bc_i64 r = row_of(idx[i * p.idx_stride], p.nrows, typename traits<I>::sign());
+        unsigned long long *sums = scratch + r * p.row_size;
+        for (bc_i64 c = lane; c < p.row_size; c += 32) {
+            if (reinterpret_cast<volatile unsigned long long *>(sums)[c] == minus_zero)
+                continue;
+            const unsigned long long bits = atomicExch(sums + c, minus_zero);
+            if (bits == minus_zero)
+                continue;
+            float *o = out + r * p.out_row + c;
+            *o = (float)((double)*o + __longlong_as_double((long long)bits));
+        }
     }
 }
 
@@ -384,6 +412,21 @@ __device__ __forceinline__ void rows_finish(const bc_rows_params &p)
         scatter_rows_wide_##XN##_f32(const bc_rows_params p)                                  \
     {                                                                                         \
         bc::rows_add<XT, float, bc::rows_scratch>(p);                                         \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_finish_##XN##_f32(const bc_rows_params p)                                \
+    {                                                                                         \
+        bc::rows_finish<XT>(p);                                                               \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_det_##XN##_f32(const bc_rows_params p)                                   \
+    {                                                                                         \
+        bc::rows_det<XT, float>(p);                                                           \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
+        scatter_rows_det_##XN##_f64(const bc_rows_params p)                                   \
+    {                                                                                         \
+        bc::rows_det<XT, double>(p);                                                          \
     }
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8
@@ -410,12 +453,6 @@ BC_ROWS_FOR_X(u32, unsigned int)
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_UINT64
 BC_ROWS_FOR_X(u64, unsigned long long)
 #endif
-
-extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
-    scatter_rows_finish_f32(const bc_rows_params p)
-{
-    bc::rows_finish(p);
-}
 
 #undef BC_ROWS_ADD
 #undef BC_ROWS_MINB

@@ -35,10 +35,10 @@
  *      BC_CUDA_ROWS_SCRATCH_MAX_BYTES, the output has at most
  *      BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX rows per index, and the device
  *      has the memory; else the compare-and-swap kernel): the scratch sits
- *      before the status in one allocation, the checking kernel also sets it
- *      to -0.0 (on enough blocks for both), scatter_rows_wide_<idx>_f32
- *      replaces the adding kernel and scatter_rows_finish_f32 follows it,
- *      both skipped on a bad index.
+ *      before the status in one allocation, the checking kernel also sets
+ *      the rows idx names to -0.0 (a warp per index), scatter_rows_wide_<idx>_f32
+ *      replaces the adding kernel and scatter_rows_finish_<idx>_f32 (a warp
+ *      per index) follows it, both skipped on a bad index.
  *   2. One wait for the stream, the only one of a call (bc_cuda_read_back_then;
  *      the Op lets other Python threads run meanwhile): the GPU goes from
  *      the check to the adds without waiting for the host.  A bad index is
@@ -72,7 +72,7 @@ typedef struct bc_rows_kernels {
     bc_CUfunction check;       /* scatter_rows_check_<idx> */
     bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> */
     bc_CUfunction wide;        /* float32: scatter_rows_wide_<idx>_f32, else NULL */
-    bc_CUfunction finish;      /* float32: scatter_rows_finish_f32, else NULL */
+    bc_CUfunction finish;      /* float32: scatter_rows_finish_<idx>_f32, else NULL */
     long long resident_blocks; /* blocks of add that run at once on the device */
 } bc_rows_kernels;
 
@@ -242,7 +242,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     bc_cuda_launch then[2];
     void *args[1];
     void *buf = NULL;
-    long long scratch;
+    long long scratch, warp_blocks;
     int rc, n_then = 0, out_of_memory = 0;
 
     if (bc_cuda_rows_check_call(api, c, k, err) != 0)
@@ -272,11 +272,15 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     }
     status_ptr = buf_ptr + (bc_CUdeviceptr)scratch * 8u;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
+    /* With the scratch, the checking kernel and the finish kernel take a warp
+     * per index (the scratch rows idx names). */
+    warp_blocks = bc_ceil_div(c->idx.length, (long long)BC_CUDA_THREADS / 32);
+    if (warp_blocks > k->resident_blocks)
+        warp_blocks = k->resident_blocks;
     if (scratch > 0) {
-        const long long fill = bc_ceil_div(scratch, (long long)BC_CUDA_THREADS * 4);
         p.scratch = buf_ptr;
-        if (plan.check_blocks < fill)
-            plan.check_blocks = fill < k->resident_blocks ? fill : k->resident_blocks;
+        if (plan.check_blocks < warp_blocks)
+            plan.check_blocks = warp_blocks;
     }
     args[0] = &p;
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
@@ -286,9 +290,8 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         then[0].what = "cuLaunchKernel(scatter-add of rows)";
         n_then = 1;
         if (scratch > 0) {
-            long long blocks = bc_ceil_div(scratch, BC_CUDA_THREADS);
             then[1].func = k->finish;
-            then[1].blocks = (unsigned)(blocks < k->resident_blocks ? blocks : k->resident_blocks);
+            then[1].blocks = (unsigned)warp_blocks;
             then[1].args = args;
             then[1].what = "cuLaunchKernel(finish of the scatter-add of rows)";
             n_then = 2;

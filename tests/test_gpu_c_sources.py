@@ -81,10 +81,14 @@ def test_launcher_library_needs_no_python_or_cuda_headers(lang, tmp_path):
 
 
 def test_the_launch_plan_exists_once():
-    """Only bincount_cuda_launch.h plans and launches the bincount kernels: the
-    Op's host code and the library call it, and no Python module plans."""
+    """Only bincount_cuda_launch.h plans and launches the bincount kernels (and
+    bincount_cuda_det_launch.h, on its checks, the deterministic ones): the
+    Op's host code and the library call them, and no Python module plans."""
     launch = _c_code.read_source("bincount_cuda_launch.h")
     assert "bc_cuda_make_plan" in launch and "LaunchKernel(" in launch
+    det = _c_code.read_source("bincount_cuda_det_launch.h")
+    assert "bc_cuda_bincount_begin(" in det and "bc_cuda_read_length(" in det
+    assert "bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)" in _c_code.read_source("bincount_cuda_host.c")
     for name in ("bincount_cuda_host.c", "bincount_cuda_lib.c"):
         text = _c_code.read_source(name)
         assert re.search(r"bc_cuda_bincount\(api, &c, &k, &host, &res, &?err\)", text), name

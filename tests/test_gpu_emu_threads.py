@@ -54,6 +54,22 @@ def test_blocks_run_on_several_os_threads(selftest):
     assert int(proc.stdout) >= 2
 
 
+def test_blocks_start_in_order_or_in_a_random_order_per_launch(selftest):
+    """FAKE_CUDA_BLOCK_ORDER=random: each launch claims its blocks in an order
+    of its own (what tests/gpu/test_cuda_deterministic.py relies on to show the
+    default mode's drift); otherwise in increasing order."""
+    def orders(**env):
+        proc = subprocess.run([selftest, "order"], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, FAKE_CUDA_RUNNERS="1", **env))
+        assert proc.returncode == 0, proc.stderr
+        return [[int(b) for b in line.split()] for line in proc.stdout.splitlines()]
+
+    assert orders() == [list(range(16))] * 2
+    first, second = orders(FAKE_CUDA_BLOCK_ORDER="random")
+    assert sorted(first) == sorted(second) == list(range(16))
+    assert first != second and list(range(16)) not in (first, second)
+
+
 def test_a_read_that_misses_a_barrier_sees_garbage_whichever_way_the_turn_goes(selftest):
     proc = _run(selftest, "missed")
     assert proc.returncode == 0, proc.stderr

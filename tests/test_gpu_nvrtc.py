@@ -54,19 +54,24 @@ def compiled(nvrtc_lib):
 
 
 def _headers():
-    return {h: _c_code.read_source(h) for h in (sources.KERNEL_HEADER, sources.DEVICE_HEADER, sources.HIST_HEADER)}
+    names = (sources.KERNEL_HEADER, sources.DEVICE_HEADER) + tuple(
+        h for family in sorted(sources.FAMILY_HEADERS) for h in sources.FAMILY_HEADERS[family])
+    return {h: _c_code.read_source(h) for h in names}
 
 
 def _kernel_names(family, x_dtype):
     short = sources.DTYPES[x_dtype][1]
     if family == "rows":
         return [f"scatter_rows_check_{short}", f"scatter_rows_wide_{short}_f32",
-                "scatter_rows_finish_f32"] + [
+                f"scatter_rows_finish_{short}_f32", f"scatter_rows_det_{short}_f32",
+                f"scatter_rows_det_{short}_f64"] + [
             f"scatter_rows_add_{short}_{sources.DTYPES[d][1]}" for d in sources.DTYPES
         ]  # fmt: skip
     incs = ["c32", "c64"] + [sources.DTYPES[d][1] for d in sources.DTYPES]
     finishes = ["u32_u8", "u32_u16", "u64_f32", "u64_f64", "f64_f32"]
-    return [f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
+    return ([f"bincount_hist_{short}_{i}" for i in incs] + [f"bincount_finish_{f}" for f in finishes]
+            + [f"bincount_hist_det_{short}_{w}" for w in ("f32", "f64")]
+            + [f"bincount_det_finish_{w}" for w in ("f32", "f64")])
 
 
 @pytest.mark.parametrize("cc", ARCHS)
@@ -95,13 +100,17 @@ def test_every_kernel_the_launchers_name_exists(compiled):
                 assert acc.hist_kernel(x_dtype) in hist
                 assert acc.finish is None or acc.finish in hist
                 assert sources.family_of(acc.hist_kernel(x_dtype)) == "hist"
-            names = sources.rows_kernels(x_dtype, out_dtype)
-            names += tuple(n for n in sources.rows_scratch_kernels(names[1]) if n)
-            assert set(names) <= rows
-            assert {sources.family_of(n) for n in names} == {"rows"}
+                if sources.deterministic_sum(out_dtype, weighted, "more"):
+                    assert set(sources.det_hist_kernels(x_dtype, out_dtype)) <= hist
+            for mode in sources.DETERMINISTIC_MODES:
+                names = sources.rows_kernels(x_dtype, out_dtype, mode)
+                names += tuple(n for n in sources.rows_scratch_kernels(names[1]) if n)
+                assert set(names) <= rows
+                assert {sources.family_of(n) for n in names} == {"rows"}
 
 
-@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER])
+@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER,
+                                  "bincount_cuda_det.cuh", "bincount_cuda_det.h", "scatter_add_cuda_det.cuh"])
 def test_each_cuda_file_compiles_on_its_own(nvrtc_lib, name):
     """Each CUDA file, the device header included, is valid CUDA by itself
     (with every dtype instantiated: no -DBC_X_DTYPE)."""

@@ -97,7 +97,8 @@ def local_gpu_bincount_fusion(fgraph, node):
     if len(x_ins) + len(w_ins) > MAX_ARGS:
         return False
     old = node.outputs[0]
-    op = GpuFusedBincount(node.op.mode, old.type.dtype, x_op=x_op, w_op=w_op, weighted=w is not None)
+    op = GpuFusedBincount(node.op.mode, old.type.dtype, x_op=x_op, w_op=w_op, weighted=w is not None,
+                          deterministic=node.op.deterministic)
     out = op(*x_ins, n, *w_ins)
     return replacement_for(old, out)
 

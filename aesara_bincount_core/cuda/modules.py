@@ -230,16 +230,17 @@ def device_module(x_dtype: str, family: str = "hist") -> DeviceModule:
     return _device_module((family, x_dtype), lambda drv, cc: _load(drv, x_dtype, cc, family))
 
 
-def _size_hist(drv, mod: DeviceModule, func: int) -> Tuple[int, int]:
-    """(resident blocks, shared budget) of a histogram kernel (module docstring);
-    leaves the kernel allowed exactly that budget."""
+def _size_hist(drv, mod: DeviceModule, func: int, most_per_sm: int) -> Tuple[int, int]:
+    """(resident blocks, shared budget) of a histogram kernel (module docstring),
+    with at most ``most_per_sm`` blocks per multiprocessor; leaves the kernel
+    allowed exactly that budget."""
     limit = _driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     # Allowed the most any candidate asks, so that the calculator weighs them all.
     drv.set_function_attribute(
         func, limit, shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, 1)
     )
     found = mod.multiprocessors, 0  # not even one block with shared memory: global only
-    for per_sm in range(CONSTANTS["BLOCKS_PER_SM"], 0, -1):
+    for per_sm in range(most_per_sm, 0, -1):
         budget = shared_budget(mod.optin_per_block, mod.shared_per_multiprocessor, per_sm)
         available = drv.available_shared(func, per_sm, THREADS)
         if available is not None:
@@ -259,7 +260,11 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         func = drv.get_function(mod.module, name)
         resident, budget = 0, 0
         if name.startswith(("bincount_hist_", _FUSED_PREFIX)):
-            resident, budget = _size_hist(drv, mod, func)
+            # The deterministic pass (a sub-histogram per warp): one block
+            # per multiprocessor, with the most shared memory, for the
+            # widest window (c_code/bincount_cuda_det_launch.h).
+            most = 1 if "_det_" in name else CONSTANTS["BLOCKS_PER_SM"]
+            resident, budget = _size_hist(drv, mod, func, most)
         elif name.startswith("scatter_rows_"):
             per_sm = drv.max_active_blocks(func, THREADS, 0)
             resident = max(1, per_sm) * mod.multiprocessors

@@ -31,6 +31,9 @@ __all__ = [
     "Accumulation",
     "accumulation",
     "rows_kernels",
+    "DETERMINISTIC_MODES",
+    "deterministic_sum",
+    "det_hist_kernels",
     "rows_scratch_kernels",
     "header_constants",
     "module_options",
@@ -47,7 +50,10 @@ DEVICE_HEADER = "bincount_cuda_device.cuh"
 #: The templates of the histogram pass, included by KERNEL_SOURCE.
 HIST_HEADER = "bincount_cuda_hist.cuh"
 #: Headers of each family's source besides KERNEL_HEADER and DEVICE_HEADER.
-FAMILY_HEADERS = {"hist": (HIST_HEADER,), "rows": ()}
+FAMILY_HEADERS = {
+    "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det.h"),
+    "rows": ("scatter_add_cuda_det.cuh",),
+}
 #: Kernel family -> its source file.  A module holds the kernels of one
 #: family for one dtype of x (or of the indices), so a call compiles only
 #: its own family.
@@ -150,8 +156,31 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
     return make(inc, "uint32", 4, f"bincount_finish_u32_{narrow[size]}" if size < 32 else None)
 
 
-def rows_kernels(idx_dtype: str, out_dtype: str) -> Tuple[str, str]:
+#: The values of ``aesara.config.deterministic`` the GPU Ops take as a prop.
+DETERMINISTIC_MODES = ("default", "more")
+
+
+def deterministic_sum(out_dtype: str, weighted: bool, deterministic: str) -> bool:
+    """Whether a histogram of ``out_dtype`` takes the deterministic kernels:
+    float weights under ``deterministic == "more"`` (integer sums are exact
+    on every path)."""
+    return deterministic == "more" and weighted and out_dtype.startswith("float")
+
+
+def det_hist_kernels(x_dtype: str, out_dtype: str) -> Tuple[str, str]:
+    """Names of the deterministic pass and finish kernels of float weights
+    (``c_code/bincount_cuda_det.cuh``): ``bincount_hist_det_<x>_<w>`` and
+    ``bincount_det_finish_<w>``."""
+    w = DTYPES[out_dtype][1]
+    return f"bincount_hist_det_{DTYPES[x_dtype][1]}_{w}", f"bincount_det_finish_{w}"
+
+
+def rows_kernels(idx_dtype: str, out_dtype: str, deterministic: str = "default") -> Tuple[str, str]:
     """Names of the checking and the adding kernel of the scatter-add of rows.
+
+    Float rows under ``deterministic == "more"`` take the deterministic
+    adding kernel ``scatter_rows_det_<idx>_<out>``
+    (``c_code/scatter_add_cuda_det.cuh``: index order, np.add.at's bits).
 
     Raises
     ------
@@ -162,16 +191,18 @@ def rows_kernels(idx_dtype: str, out_dtype: str) -> Tuple[str, str]:
     if idx_dtype.startswith("float"):
         raise KeyError(idx_dtype)
     i, o = DTYPES[idx_dtype][1], DTYPES[out_dtype][1]
-    return f"scatter_rows_check_{i}", f"scatter_rows_add_{i}_{o}"
+    verb = "det" if deterministic == "more" and out_dtype.startswith("float") else "add"
+    return f"scatter_rows_check_{i}", f"scatter_rows_{verb}_{i}_{o}"
 
 
 def rows_scratch_kernels(add: str) -> Tuple[str, str]:
     """The two kernels of the float64 scratch that a float32 adding kernel ``add``
-    may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_f32``;
+    may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_<idx>_f32``;
     ``c_code/scatter_add_cuda_kernel.cu``), or ``("", "")`` for other dtypes."""
-    if not add.endswith("_f32"):
+    if not (add.startswith("scatter_rows_add_") and add.endswith("_f32")):
         return "", ""
-    return add.replace("scatter_rows_add_", "scatter_rows_wide_", 1), "scatter_rows_finish_f32"
+    return (add.replace("scatter_rows_add_", "scatter_rows_wide_", 1),
+            add.replace("scatter_rows_add_", "scatter_rows_finish_", 1))
 
 
 def family_of(kernel: str) -> str:

@@ -10,10 +10,34 @@ Ops), :mod:`.op` (``GpuBincount``) and :mod:`.scatter_add`
 (``GpuScatterAdd``), built on this one; :mod:`aesara_bincount_core.cuda.kernels`
 (what "a usable GPU" means).
 """
-from aesara_bincount_core.c_file_op import CFileOp
-from aesara_bincount_core.cuda import kernels
+from typing import Optional
 
-__all__ = ["GpuCFileOp"]
+import aesara
+
+from aesara_bincount_core.c_file_op import CFileOp
+from aesara_bincount_core.cuda import kernels, sources
+
+__all__ = ["GpuCFileOp", "check_deterministic"]
+
+
+def check_deterministic(name: str, deterministic: Optional[str]) -> str:
+    """The ``deterministic`` prop of a GPU Op named ``name``: the value given,
+    else ``aesara.config.deterministic`` now (when the rewrite makes the Op,
+    that is when the function is compiled).
+
+    Raises
+    ------
+    ValueError
+        A value other than ``"default"`` or ``"more"``.
+    """
+    if deterministic is None:
+        deterministic = aesara.config.deterministic
+    if deterministic not in sources.DETERMINISTIC_MODES:
+        raise ValueError(
+            f"{name}: unknown deterministic {deterministic!r}; expected one of "
+            f"{sources.DETERMINISTIC_MODES}"
+        )
+    return deterministic
 
 
 class GpuCFileOp(CFileOp):
@@ -31,6 +55,19 @@ class GpuCFileOp(CFileOp):
     """
 
     cpu_verb = "run"
+    #: ``aesara.config.deterministic`` when the Op was made (a prop of the
+    #: subclasses; the class value serves pickles made before it existed).
+    deterministic = "default"
+
+    def props_str(self):
+        """The Op's name and props, ``deterministic`` only when it is not
+        ``"default"`` and ``to_host`` only when set (so that dprint of a
+        default graph reads as before).  A subclass with ``__props__`` sets
+        ``__str__ = GpuCFileOp.props_str`` (Aesara gives each such class a
+        ``__str__`` of its own otherwise)."""
+        quiet = {"deterministic": "default", "to_host": False}
+        props = [p for p in self.__props__ if p not in quiet or getattr(self, p) != quiet[p]]
+        return f"{type(self).__name__}{{{', '.join(f'{p}={getattr(self, p)!r}' for p in props)}}}"
 
     def c_libraries(self, **kwargs):
         return ["dl"] + super().c_libraries(**kwargs)

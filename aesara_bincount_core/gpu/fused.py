@@ -36,11 +36,9 @@ __all__ = ["GpuFusedBincount", "KERNEL_FILES", "MAX_ARGS"]
 
 #: What a generated source includes (hashed into the kernel's name).
 KERNEL_FILES = (
-    sources.KERNEL_SOURCE,
-    sources.HIST_HEADER,
-    sources.DEVICE_HEADER,
-    sources.KERNEL_HEADER,
-    scalar_codegen.CUDA_PREAMBLE,
+    (sources.KERNEL_SOURCE,)
+    + sources.FAMILY_HEADERS["hist"]
+    + (sources.DEVICE_HEADER, sources.KERNEL_HEADER, scalar_codegen.CUDA_PREAMBLE)
 )
 #: Most inputs of the weights' scalar graph (``BC_CUDA_FUSED_MAX_ARGS``).
 MAX_ARGS = sources.CONSTANTS["FUSED_MAX_ARGS"]
@@ -78,6 +76,11 @@ class GpuFusedBincount(GpuBincount):
         None where ``x`` or the weights are an input as such.
     weighted : bool, optional
         Whether there are weights; defaults to ``w_op is not None``.
+    deterministic : {"default", "more"}, optional
+        As for :class:`GpuBincount` (the rewrite keeps the replaced node's):
+        under ``"more"`` float weights go through the deterministic pass
+        (the generated source defines ``BC_FUSED_DET``), the same bits on
+        every call.
 
     Notes
     -----
@@ -99,22 +102,22 @@ class GpuFusedBincount(GpuBincount):
     computed by the scalar ops' own code as ``GpuElemwise`` computes them
     (same rounding: no fused multiply-adds), so integer results are exact
     and only the order of the float additions differs between runs, as for
-    stored weights; float32 weights are accumulated as GpuBincount
+    stored weights (unless ``deterministic="more"``); float32 weights are accumulated as GpuBincount
     accumulates them (float32 in shared memory, float64 in global memory,
     rounded once).  A computed negative ``x`` raises ``ValueError`` naming
     the value and its position, as for a stored one.  Errors, sync and
     messages are GpuBincount's.
     """
 
-    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "to_host")
+    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "to_host", "deterministic")
     _cop_num_inputs = None
     c_function = "gpu_bincount_fused"
     kernel_sources = GpuBincount.kernel_sources + (scalar_codegen.CUDA_PREAMBLE,)
     version = 1
 
     def __init__(self, mode: str = "bincount", out_dtype=None, x_op=None, w_op=None, weighted=None,
-                 to_host=False):
-        super().__init__(mode, out_dtype, to_host)
+                 to_host=False, deterministic=None):
+        super().__init__(mode, out_dtype, to_host, deterministic)
         for what, sop in (("x_op", x_op), ("w_op", w_op)):
             if sop is not None and (not isinstance(sop, aes.Composite) or sop.nout != 1):
                 raise TypeError(f"GpuFusedBincount: {what} must be a Composite with one output, got {sop}")
@@ -138,6 +141,8 @@ class GpuFusedBincount(GpuBincount):
             parts.append(f"weights={self.w_op}")
         if self.to_host:
             parts.append("to_host=True")
+        if self.deterministic != "default":
+            parts.append(f"deterministic={self.deterministic!r}")
         return f"GpuFusedBincount{{{', '.join(parts)}}}"
 
     # -- layout of the inputs ------------------------------------------------
@@ -270,7 +275,8 @@ class GpuFusedBincount(GpuBincount):
         x_ins, _, w_ins = self.split_inputs(node.inputs)
         x_dtype = self.x_dtype(node)
         inc = sources.accumulation(self.out_dtype, self.weighted).inc
-        support, body, defines = [], [], []
+        det = sources.deterministic_sum(self.out_dtype, self.weighted, self.deterministic)
+        support, body, defines = [], [], ["#define BC_FUSED_DET 1"] if det else []
         if self.x_op is not None:
             lines, sup = self._device_function(self.x_op, x_ins, 0, "bc_fused_x", "x")
             body += lines
@@ -299,7 +305,8 @@ class GpuFusedBincount(GpuBincount):
         # includes: the module caches (NVRTC's on disk, the loaded modules,
         # Aesara's, which versions the node by this name) key on it.
         h = hashlib.sha256((source + _c_code.sources_hash(KERNEL_FILES)).encode())
-        name = f"bincount_hist_fused_{sources.DTYPES[x_dtype][1]}_{inc}_{h.hexdigest()[:24]}"
+        kind = "det_" if det else ""
+        name = f"bincount_hist_fused_{kind}{sources.DTYPES[x_dtype][1]}_{inc}_{h.hexdigest()[:24]}"
         return name, source.replace("BC_FUSED_NAME_HERE", name)
 
     def _kernel(self, node):
@@ -320,22 +327,12 @@ class GpuFusedBincount(GpuBincount):
     def c_flags(self, node):
         x_ins, _, w_ins = self.split_inputs(node.inputs)
         x_dtype = self.x_dtype(node)
-        acc = sources.accumulation(self.out_dtype, self.weighted)
         kinds = _group_kinds(x_ins) if self.x_op is not None else "x"
         if self.weighted:
             kinds += _group_kinds(w_ins) if self.w_op is not None else "w"
         return {
-            "BC_SCATTER": int(self.mode == "scatter"),
-            "BC_X_DTYPE_NAME": f'"{x_dtype}"',
-            "BC_X_SIGNED": int(x_dtype.startswith("int")),
+            **self.hist_flags(x_dtype, self.out_dtype, self.weighted, self._kernel(node)[0]),
             "BC_X_ITEMSIZE": np.dtype(x_dtype).itemsize,
-            "BC_HIST_KERNEL": f'"{self._kernel(node)[0]}"',
-            "BC_FINISH_KERNEL": f'"{acc.finish or ""}"',
-            "BC_OUT_DTYPE": sources.DTYPES[self.out_dtype][0],
-            "BC_BUF_DTYPE": sources.DTYPES[acc.buffer_dtype][0],
-            "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
-            "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
-            "BC_TO_HOST": int(self.to_host),
             "BC_FUSED_KINDS": f'"{kinds}"',
             "BC_FUSED_NX": len(x_ins),
             "BC_FUSED_ITEMSIZES": "{" + ", ".join(

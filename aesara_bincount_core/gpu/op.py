@@ -6,7 +6,7 @@ from aesara.tensor.basic import as_tensor_variable
 from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.cuda import sources
-from aesara_bincount_core.gpu.c_file_op import GpuCFileOp
+from aesara_bincount_core.gpu.c_file_op import GpuCFileOp, check_deterministic
 from aesara_bincount_core.gpu.transfer import gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.op import Bincount, check_props
@@ -45,6 +45,13 @@ class GpuBincount(GpuCFileOp):
         array: the Op also does the work of the ``HostFromGpu`` that would
         follow it.  The rewrite ``gpu_bincount_to_host`` sets it when that
         copy is the output's only client; not meant to be set by hand.
+    deterministic : {"default", "more"}, optional
+        ``aesara.config.deterministic`` when the Op is made (the rewrite
+        makes it when the function is compiled), by default.  ``"more"``:
+        float weights are summed in an order fixed by the device and the
+        sizes alone (``c_code/bincount_cuda_det.cuh``), so that every call
+        returns the same bits; integer results are exact either way.  Shown
+        by ``dprint`` when ``"more"``; part of the cache key.
 
     Notes
     -----
@@ -84,7 +91,10 @@ class GpuBincount(GpuCFileOp):
     Counts and integer sums are exact and wrap modulo ``2**bits``; float32
     subnormals are kept.  Float weights are summed with atomics whose order
     varies between runs, so float results can differ in the last bits from
-    run to run.
+    run to run, unless ``deterministic="more"``: then the same inputs give
+    the same bits on the same device with the same package version (the
+    semantics page, "Deterministic float sums on the GPU", gives what is
+    and is not guaranteed, and the cost).
 
     Errors, when the compiled function runs (inputs and shared variables are
     left unchanged, the process stays usable): ``ValueError`` (a negative
@@ -97,9 +107,10 @@ class GpuBincount(GpuCFileOp):
     names the cause.
     """
 
-    __props__ = ("mode", "out_dtype", "to_host")
+    __props__ = ("mode", "out_dtype", "to_host", "deterministic")
     #: For Ops pickled before the prop existed.
     to_host = False
+    __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
@@ -108,6 +119,8 @@ class GpuBincount(GpuCFileOp):
         "bincount_cuda_driver.h",
         "bincount_cuda_launch.h",
         "bincount_cuda_host_result.h",
+        "bincount_cuda_det.h",
+        "bincount_cuda_det_launch.h",
         "gpuarray_helper.h",
         "cuda_host_cupy.h",
         "cuda_host_staging.h",
@@ -119,9 +132,11 @@ class GpuBincount(GpuCFileOp):
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 
-    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None, to_host: bool = False):
+    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None, to_host: bool = False,
+                 deterministic: Optional[str] = None):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
         self.to_host = bool(to_host)
+        self.deterministic = check_deterministic(type(self).__name__, deterministic)
         GpuCFileOp.__init__(self)
 
     def with_host_output(self) -> "GpuBincount":
@@ -129,22 +144,37 @@ class GpuBincount(GpuCFileOp):
         props = {p: getattr(self, p) for p in self.__props__ if p != "to_host"}
         return type(self)(**props, to_host=True)
 
-    def c_flags(self, node):
-        x_dtype = node.inputs[0].type.dtype
-        out_dtype = node.outputs[0].type.dtype
-        acc = sources.accumulation(out_dtype, len(node.inputs) > 2)
+    def hist_flags(self, x_dtype: str, out_dtype: str, weighted: bool, hist_kernel: str) -> dict:
+        """The macros of the host C code that say how the histogram is summed
+        (``hist_kernel``: the default pass's name; the deterministic kernels
+        when :func:`~aesara_bincount_core.cuda.sources.deterministic_sum`) and
+        where the result goes (``to_host``)."""
+        acc = sources.accumulation(out_dtype, weighted)
+        det = sources.deterministic_sum(out_dtype, weighted, self.deterministic)
+        finish = sources.det_hist_kernels(x_dtype, out_dtype)[1] if det else acc.finish or ""
         return {
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_X_DTYPE_NAME": f'"{x_dtype}"',
             "BC_X_SIGNED": int(x_dtype.startswith("int")),
-            "BC_HIST_KERNEL": f'"{acc.hist_kernel(x_dtype)}"',
-            "BC_FINISH_KERNEL": f'"{acc.finish or ""}"',
+            "BC_HIST_KERNEL": f'"{hist_kernel}"',
+            "BC_FINISH_KERNEL": f'"{finish}"',
             "BC_OUT_DTYPE": sources.DTYPES[out_dtype][0],
             "BC_BUF_DTYPE": sources.DTYPES[acc.buffer_dtype][0],
             "BC_BUF_ITEMSIZE": np.dtype(acc.buffer_dtype).itemsize,
-            "BC_SHARED_ITEMSIZE": acc.shared_itemsize,
+            "BC_SHARED_ITEMSIZE": np.dtype(out_dtype).itemsize if det else acc.shared_itemsize,
+            "BC_DETERMINISTIC": int(det),
             "BC_TO_HOST": int(self.to_host),
         }
+
+    def c_flags(self, node):
+        x_dtype = node.inputs[0].type.dtype
+        out_dtype = node.outputs[0].type.dtype
+        weighted = len(node.inputs) > 2
+        if sources.deterministic_sum(out_dtype, weighted, self.deterministic):
+            hist = sources.det_hist_kernels(x_dtype, out_dtype)[0]
+        else:
+            hist = sources.accumulation(out_dtype, weighted).hist_kernel(x_dtype)
+        return self.hist_flags(x_dtype, out_dtype, weighted, hist)
 
     # -- graph -------------------------------------------------------------
     # Bincount's make_node, with GPU inputs and output: x and weights are GPU

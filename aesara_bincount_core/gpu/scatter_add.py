@@ -1,6 +1,6 @@
 """The :class:`GpuScatterAdd` Op: the scatter-add of rows on an NVIDIA GPU."""
 from aesara_bincount_core.cuda import sources
-from aesara_bincount_core.gpu.c_file_op import GpuCFileOp
+from aesara_bincount_core.gpu.c_file_op import GpuCFileOp, check_deterministic
 from aesara_bincount_core.gpu.op import _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.scatter_add import ScatterAdd, check_scatter_props
@@ -29,6 +29,14 @@ class GpuScatterAdd(GpuCFileOp):
         Add into the base array itself (``destroy_map = {0: [0]}``): the
         update of a GPU shared variable, with no copy of it.  Set by
         ``local_inplace_scatter_add``.
+    deterministic : {"default", "more"}, optional
+        ``aesara.config.deterministic`` when the Op is made (when the
+        function is compiled), by default.  ``"more"``: float rows are added
+        in index order, each add rounded in the output dtype
+        (``c_code/scatter_add_cuda_det.cuh``), so every call returns the
+        bits of :func:`numpy.add.at`; slower, above all for hot rows (the
+        semantics page gives the cost).  Shown by ``dprint`` when
+        ``"more"``; part of the cache key.
 
     Notes
     -----
@@ -59,7 +67,8 @@ class GpuScatterAdd(GpuCFileOp):
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
     runs, so float results can differ in the last bits from run to run and
-    from :func:`numpy.add.at` (which adds in index order).  float32 rows are
+    from :func:`numpy.add.at` (which adds in index order), unless
+    ``deterministic="more"`` (above).  float32 rows are
     summed in a float64 scratch the size of the output and rounded once per
     element when it fits (at most 256 MiB, at most 4 rows of the output per
     index), else in float32 with compare-and-swap loops (the semantics page
@@ -79,7 +88,8 @@ class GpuScatterAdd(GpuCFileOp):
     the base), slow and meant for the Python linker only.
     """
 
-    __props__ = ("onto", "inplace")
+    __props__ = ("onto", "inplace", "deterministic")
+    __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
@@ -99,19 +109,20 @@ class GpuScatterAdd(GpuCFileOp):
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 1
 
-    def __init__(self, onto: str = "base", inplace: bool = False):
+    def __init__(self, onto: str = "base", inplace: bool = False, deterministic=None):
         self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
+        self.deterministic = check_deterministic(type(self).__name__, deterministic)
         if self.inplace:
             self.destroy_map = {0: [0]}
         GpuCFileOp.__init__(self)
 
     def clone_inplace(self) -> "GpuScatterAdd":
         """The same Op, adding into its base in place."""
-        return type(self)(onto=self.onto, inplace=True)
+        return type(self)(onto=self.onto, inplace=True, deterministic=self.deterministic)
 
     def c_flags(self, node):
         idx_dtype = node.inputs[2].type.dtype
-        check, add = sources.rows_kernels(idx_dtype, node.outputs[0].type.dtype)
+        check, add = sources.rows_kernels(idx_dtype, node.outputs[0].type.dtype, self.deterministic)
         return {
             "SA_ONTO_ZEROS": int(self.onto == "zeros"),
             "SA_INPLACE": int(self.inplace),

@@ -14,6 +14,9 @@ SOURCES = [
     os.path.join(C_CODE, "bincount_cuda.h"),
     os.path.join(C_CODE, "bincount_cuda_device.cuh"),
     os.path.join(C_CODE, "bincount_cuda_hist.cuh"),
+    os.path.join(C_CODE, "bincount_cuda_det.h"),
+    os.path.join(C_CODE, "bincount_cuda_det.cuh"),
+    os.path.join(C_CODE, "scatter_add_cuda_det.cuh"),
     os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
     os.path.join(C_CODE, "scatter_add_cuda_kernel.cu"),
     # generated kernels are built with these when they are first loaded

@@ -26,6 +26,9 @@
  * aggregates over __activemask() runs with groups of one lane, and the
  * aggregation itself is checked with full masks (emu_selftest.cc).
  *
+ * Blocks are claimed in increasing order, or, with FAKE_CUDA_BLOCK_ORDER=random,
+ * in a random order drawn afresh for each launch (block_order).
+ *
  * Atomics are GCC __atomic builtins; dynamic shared memory is filled with
  * garbage before each block starts, so a kernel that forgets to zero it is
  * caught.  Like the hardware's atom.global.add.f32, a float atomicAdd on
@@ -46,6 +49,7 @@
 #define BC_CUDA_EMU_H
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -352,6 +356,42 @@ inline void run_block(block_state *blk, const thread_state &common, unsigned thr
 
 inline std::atomic<unsigned long long> launches{0};
 
+/* FAKE_CUDA_BLOCK_ORDER=random: the runners claim the blocks of a launch in
+ * a random order (a new one per launch), so that code whose result depends
+ * on the order in which blocks run (float atomics) shows it from call to
+ * call, as on a device; otherwise they claim them in increasing order. */
+inline bool random_block_order()
+{
+    static const bool on = [] {
+        const char *v = std::getenv("FAKE_CUDA_BLOCK_ORDER");
+        return v != nullptr && std::strcmp(v, "random") == 0;
+    }();
+    return on;
+}
+
+/* The order in which the blocks of a launch are claimed: 0, 1, ... or, with
+ * random_block_order(), a permutation drawn from the launch count and the clock. */
+inline std::vector<unsigned> block_order(unsigned blocks)
+{
+    std::vector<unsigned> order(blocks);
+    for (unsigned b = 0; b < blocks; b++)
+        order[b] = b;
+    if (random_block_order()) {
+        unsigned long long state = launches.load() * 0x9E3779B97F4A7C15ull ^
+                                   (unsigned long long)std::chrono::steady_clock::now()
+                                       .time_since_epoch()
+                                       .count();
+        for (unsigned b = blocks; b > 1; b--) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            const unsigned j = (unsigned)((state >> 33) % b);
+            const unsigned t = order[b - 1];
+            order[b - 1] = order[j];
+            order[j] = t;
+        }
+    }
+    return order;
+}
+
 inline unsigned runner_count(unsigned blocks)
 {
     static const unsigned most = [] {
@@ -441,6 +481,7 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
     /* Runner r starts with block r, then claims the next unclaimed block, so
      * every runner runs at least one block however late its OS thread starts. */
     const unsigned runners = runner_count(blocks);
+    const std::vector<unsigned> order = block_order(blocks);
     std::atomic<unsigned> next{runners};
     auto run = [&](unsigned first) {
         runner_state state;
@@ -450,7 +491,8 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
         in_kernel = true;
         const stack_set stacks = take_stacks(threads);
         std::vector<fiber> fibers(threads);
-        for (unsigned b = first; b < blocks; b = next.fetch_add(1)) {
+        for (unsigned claimed = first; claimed < blocks; claimed = next.fetch_add(1)) {
+            const unsigned b = order[claimed];
             block_state blk(threads, shared_bytes);
             const thread_state common{{0, 0, 0}, {b, 0, 0}, {threads, 1, 1}, {blocks, 1, 1}, nullptr};
             run_block(&blk, common, threads, fibers, stacks, reverse);
@@ -516,6 +558,11 @@ inline long long __double_as_longlong(double v)
     return emu::from_bits<long long>(emu::to_bits(v));
 }
 
+inline double __longlong_as_double(long long v)
+{
+    return emu::from_bits<double>(emu::to_bits(v));
+}
+
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src)
 {
     if (emu::solo(mask)) {
@@ -574,6 +621,13 @@ template <typename T> inline unsigned __match_any_sync(unsigned mask, T v)
     return warp_select(mask, v, [](T own, T theirs) { return own == theirs; });
 }
 
+/* A barrier of the warp's lanes (and the memory order between them). */
+inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
+    if (!emu::solo(mask))
+        emu::warp_sync();
+}
+
 inline unsigned __activemask()
 {
     return 1u << emu::lane();
@@ -619,6 +673,12 @@ template <typename T> inline T atomicCAS(T *p, T compare, T value)
     emu::check_aligned(p, sizeof(T));
     __atomic_compare_exchange_n(p, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare;
+}
+
+inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v)
+{
+    emu::check_aligned(p, sizeof(v));
+    return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);
 }
 
 inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)

@@ -15,6 +15,8 @@
  *   peers         __match_any_sync, bc::peer_sum and __ballot_sync over several
  *                 key patterns, the lane-alone masks of __activemask(), and
  *                 64-bit shared adds with carry (bc::shared_add): prints "ok"
+ *   order         the order in which the blocks of two launches start (one
+ *                 runner): increasing, or random with FAKE_CUDA_BLOCK_ORDER=random
  *
  * Test code only (C++20, g++).  Neighbours: cuda_emu.h (what it checks),
  * fake_libcuda.cc (the driver that launches the real kernels with it),
@@ -179,16 +181,42 @@ int run(int which, unsigned blocks, unsigned threads, int launches)
 
 } /* namespace */
 
+/* order: which block each of two 16-block launches started first, second,
+ * ... (run with one runner, FAKE_CUDA_RUNNERS=1), one line per launch. */
+struct order_params {
+    unsigned *seq;
+    unsigned *next;
+};
+
+__global__ void order_kernel(order_params p)
+{
+    if (threadIdx.x == 0)
+        p.seq[atomicAdd(p.next, 1u)] = blockIdx.x;
+}
+
+int run_order()
+{
+    for (int l = 0; l < 2; l++) {
+        unsigned seq[16], next = 0;
+        emu::launch(&order_kernel, order_params{seq, &next}, 16, 32, 0);
+        for (int i = 0; i < 16; i++)
+            std::printf("%u%c", seq[i], i == 15 ? '\n' : ' ');
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const cases[] = {"sums", "runners", "missed", "exit_early", "half_warp",
                                         "partial_mask"};
     if (argc > 1 && std::strcmp(argv[1], "peers") == 0)
         return run_peers();
+    if (argc > 1 && std::strcmp(argv[1], "order") == 0)
+        return run_order();
     for (int which = 0; argc > 1 && which < 6; which++)
         if (std::strcmp(argv[1], cases[which]) == 0)
             return run(which, which == 1 ? 8 : 3, 512, which == 0 || which == 2 ? 2 : 1);
     std::fprintf(stderr,
-                 "usage: emu_selftest sums|runners|missed|exit_early|half_warp|partial_mask|peers\n");
+                 "usage: emu_selftest sums|runners|missed|exit_early|half_warp|partial_mask|peers|order\n");
     return 2;
 }

@@ -87,7 +87,8 @@ constexpr int MAX_DEVICES = 8;
 struct kernel_entry {
     const char *name;
     void *fn;
-    int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params */
+    int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params,
+                   3: bc_det_finish_params */
 };
 
 /* Bytes of the dtype whose short name (i8 ... f64) ends the kernel name
@@ -102,12 +103,16 @@ int dtype_size(const std::string &name)
 }
 
 #define H(XN, IN) {"bincount_hist_" #XN "_" #IN, (void *)&bincount_hist_##XN##_##IN, 0},
+#define D(XN, IN) {"bincount_hist_det_" #XN "_" #IN, (void *)&bincount_hist_det_##XN##_##IN, 0},
 #define R(XN, ON) {"scatter_rows_add_" #XN "_" #ON, (void *)&scatter_rows_add_##XN##_##ON, 2},
 #define HX(XN)                                                                                \
     H(XN, c32) H(XN, c64) H(XN, i8) H(XN, i16) H(XN, i32) H(XN, i64) H(XN, u8) H(XN, u16)     \
-        H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64)                                           \
+        H(XN, u32) H(XN, u64) H(XN, f32) H(XN, f64) D(XN, f32) D(XN, f64)                 \
             {"scatter_rows_check_" #XN, (void *)&scatter_rows_check_##XN, 2},                 \
             {"scatter_rows_wide_" #XN "_f32", (void *)&scatter_rows_wide_##XN##_f32, 2},      \
+            {"scatter_rows_finish_" #XN "_f32", (void *)&scatter_rows_finish_##XN##_f32, 2},  \
+            {"scatter_rows_det_" #XN "_f32", (void *)&scatter_rows_det_##XN##_f32, 2},        \
+            {"scatter_rows_det_" #XN "_f64", (void *)&scatter_rows_det_##XN##_f64, 2},        \
         R(XN, i8) R(XN, i16) R(XN, i32) R(XN, i64) R(XN, u8) R(XN, u16) R(XN, u32)            \
             R(XN, u64) R(XN, f32) R(XN, f64)
 
@@ -118,9 +123,11 @@ const kernel_entry kernels[] = {
     {"bincount_finish_u64_f32", (void *)&bincount_finish_u64_f32, 1},
     {"bincount_finish_u64_f64", (void *)&bincount_finish_u64_f64, 1},
     {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
-    {"scatter_rows_finish_f32", (void *)&scatter_rows_finish_f32, 2},
+    {"bincount_det_finish_f32", (void *)&bincount_det_finish_f32, 3},
+    {"bincount_det_finish_f64", (void *)&bincount_det_finish_f64, 3},
 };
 #undef H
+#undef D
 #undef R
 #undef HX
 constexpr int N_KERNELS = sizeof(kernels) / sizeof(kernels[0]);
@@ -756,6 +763,9 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     if (k->finish == 2)
         emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
                     shared);
+    else if (k->finish == 3)
+        emu::launch((void (*)(bc_det_finish_params))k->fn, *(const bc_det_finish_params *)params[0],
+                    gx, bx, shared);
     else if (k->finish)
         emu::launch((void (*)(bc_finish_params))k->fn, *(const bc_finish_params *)params[0], gx, bx,
                     shared);

@@ -1,0 +1,152 @@
+/*
+ * bincount_cuda_det.cuh -- the device code of the deterministic float
+ * histogram of aesara_bincount.GpuBincount and GpuFusedBincount (chosen when
+ * aesara.config.deterministic == "more" at compile time): float weights
+ * summed in an order fixed by the launch geometry alone, so that a call
+ * returns the same bits every time on the same device.  Neighbours:
+ * bincount_cuda_hist.cuh (the default pass, whose to_bin, range check and
+ * fused hooks this one reuses), bincount_cuda_det.h (the parameters of the
+ * finishing kernel), bincount_cuda_kernel.cu (which instantiates both
+ * kernels), bincount_cuda_det_launch.h (the launcher).  Valid CUDA C++17 on
+ * its own: it defines templates only, no kernel.
+ *
+ * Algorithm (no float atomic anywhere, so no order left to the hardware):
+ *   - The pass (det_hist) counts the window [lo, hi) of bins, which fits in
+ *     shared memory once per warp: each warp has a private sub-histogram of
+ *     the window, which only that warp writes.
+ *   - Positions are dealt out by the fixed grid: warp w of block b takes, in
+ *     each round of the grid, DET_UNROLL groups of 32 consecutive positions
+ *     (the groups loaded first, DET_UNROLL loads in flight per lane, then
+ *     added).  For each group the lanes that hold the same bin are found
+ *     with __match_any_sync, their weights summed over a fixed tree of their
+ *     lane ranks (peer_sum, bincount_cuda_device.cuh) and the lowest of them
+ *     adds the sum to the warp's bin with a plain read-modify-write, then
+ *     __syncwarp orders that write before the next group's.  So a warp's bin
+ *     receives its sums in group order, each sum in lane order.
+ *   - At the end each block sums its warps' sub-histograms, warp 0 first,
+ *     in float64, and writes the sum of each bin of the window to its own
+ *     row of a partial-histogram buffer (float64, blocks x window, no
+ *     atomics).
+ *   - The finishing kernel (det_finish) adds, for each bin, the blocks'
+ *     partial sums in block order, block 0 first, and rounds once to the
+ *     output dtype.
+ *   The result depends on the values and the grid only (not on the window:
+ *   a bin gets the same sums whichever pass counts it), and the launcher
+ *   fixes the grid from the length of x alone (BC_CUDA_DET_BLOCKS), never
+ *   from timing or the device.  Bins that do not fit in one window are
+ *   counted by further passes over x, one per window
+ *   (bincount_cuda_det_launch.h).
+ *
+ * float32 weights are summed in float32 within a warp's sub-histogram (as
+ * the default pass sums them in shared memory; float32 arithmetic keeps
+ * subnormals, as the modules are compiled without -ftz) and in float64 from
+ * the warps' sums on, rounded once.  A bin starts at +0.0, so a bin that
+ * receives only -0.0 is +0.0, as numpy.bincount's; NaN and inf propagate as
+ * in any sum.  The range check (max(x), the first refused position) is the
+ * default pass's (publish_check, last_block_check).
+ */
+#ifndef BINCOUNT_CUDA_DET_CUH
+#define BINCOUNT_CUDA_DET_CUH
+
+#include "bincount_cuda_det.h"
+#include "bincount_cuda_hist.cuh"
+
+namespace bc {
+
+/* Groups of 32 positions a lane loads before it adds them (loads in flight,
+ * since a block per multiprocessor leaves few warps to hide latency). */
+enum { DET_UNROLL = 4 };
+/* The key of a lane with nothing to add in a group. */
+inline constexpr unsigned DET_NONE = 0xffffffffu;
+
+/*
+ * One deterministic pass over x into the window [p.lo, p.hi) (see the top).
+ * X: dtype of x; W: of the weights (float or double), also the type of a
+ * warp's bins; FUSED / FX: the weights / x computed by bc_fused_weight /
+ * bc_fused_x.  p.out is the partial-histogram buffer: block b writes bins
+ * [lo, hi) to out[b * (hi - lo) ...].  The block's dynamic shared memory
+ * holds (blockDim.x / 32) * (hi - lo) bins of W.
+ */
+template <typename X, typename W, bool FUSED, bool FX>
+__device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused_params *f)
+{
+    typedef typename traits<X>::sign sign;
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned warp = threadIdx.x >> 5;
+    const unsigned warps = blockDim.x >> 5;
+    const bc_u64 lo = (bc_u64)p.lo;
+    const bc_u64 span = (bc_u64)(p.hi - p.lo);
+    const X *x = reinterpret_cast<const X *>(p.x);
+    const W *w = reinterpret_cast<const W *>(p.w);
+    bc_status *status = reinterpret_cast<bc_status *>(p.status);
+    W *shared = reinterpret_cast<W *>(dynamic_shared());
+    W *mine = shared + warp * span;
+
+    for (bc_u64 i = threadIdx.x; i < warps * span; i += blockDim.x)
+        shared[i] = (W)0;
+    __syncthreads();
+
+    bc_u64 vmax = 0, first_bad = NO_POSITION;
+    const bc_i64 round = (bc_i64)gridDim.x * blockDim.x * DET_UNROLL;
+    for (bc_i64 base = ((bc_i64)blockIdx.x * warps + warp) * 32 * DET_UNROLL; base < p.size;
+         base += round) {
+        unsigned key[DET_UNROLL];
+        W v[DET_UNROLL];
+#pragma unroll
+        for (int k = 0; k < DET_UNROLL; k++) {
+            const bc_i64 pos = base + k * 32 + (bc_i64)lane;
+            key[k] = DET_NONE;
+            v[k] = (W)0;
+            if (pos < p.size) {
+                const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
+                bc_u64 bin = 0;
+                if (!to_bin(xv, sign(), p, bin, vmax)) {
+                    first_bad = (bc_u64)pos < first_bad ? (bc_u64)pos : first_bad;
+                } else if (bin - lo < span) {
+                    key[k] = (unsigned)(bin - lo);
+                    v[k] = FUSED ? (W)bc_fused_weight(*f, pos) : __ldcs(w + pos * p.w_stride);
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < DET_UNROLL; k++) {
+            const unsigned peers = __match_any_sync(FULL_WARP, key[k]);
+            const W sum = peer_sum(FULL_WARP, peers, v[k]);
+            if (key[k] != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
+                mine[key[k]] += sum;
+            __syncwarp(FULL_WARP);
+        }
+    }
+
+    publish_check(status, vmax, first_bad);
+    __syncthreads();
+
+    /* The block's partial histogram: its warps' bins, warp 0 first. */
+    double *partial = reinterpret_cast<double *>(p.out) + (bc_u64)blockIdx.x * span;
+    for (bc_u64 b = threadIdx.x; b < span; b += blockDim.x) {
+        double s = (double)shared[b];
+        for (unsigned c = 1; c < warps; c++)
+            s += (double)shared[c * span + b];
+        partial[b] = s;
+    }
+    __syncthreads();
+    last_block_check<X, FX>(p, f, status);
+}
+
+/* The blocks' partial sums of each bin, block 0 first, rounded once to OUT. */
+template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_finish_params &p)
+{
+    const double *src = reinterpret_cast<const double *>(p.src);
+    OUT *dst = reinterpret_cast<OUT *>(p.dst);
+    const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
+    for (bc_i64 j = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; j < p.bins; j += step) {
+        double s = src[j];
+        for (bc_i64 b = 1; b < p.blocks; b++)
+            s += src[b * p.stride + j];
+        dst[j] = (OUT)s;
+    }
+}
+
+} /* namespace bc */
+
+#endif /* BINCOUNT_CUDA_DET_CUH */

@@ -1,0 +1,87 @@
+"""The three float sums of issue 31, for the tests of ``deterministic="more"``.
+
+Each case is a compiled ``aesara.function`` on GPU shared variables whose
+float result depends on the order of its additions: weights and increments
+spread over 50 orders of magnitude, with hot bins and a hot row, so that two
+orders of summation give different bits.
+
+- ``bincount``: a float64-weighted bincount (``GpuBincount``);
+- ``seed``: the seed's loop ``bincount(gx, weights=exp(-theta * gv))``
+  (``GpuFusedBincount``);
+- ``rows``: a float32 scatter-add of rows with a hot row
+  (``GpuScatterAdd``).
+
+Run as a script (``python det_cases.py MODE CALLS``) it compiles the three
+under ``aesara.config.deterministic = MODE``, calls each CALLS times and
+prints, as JSON, the SHA-256 of the bytes of every result: what
+``test_cuda_deterministic.py`` compares across calls and across processes
+(the emulation's thread count, FAKE_CUDA_RUNNERS, is fixed per process).
+"""
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+N = 12_000  # values: several blocks of the emulation
+BINS = 300  # values of x, hot ones first
+ROWS, WIDTH = 200, 40  # the scatter-add's output
+
+
+def wide_values(rng, n, dtype):
+    """Values of both signs whose magnitudes span 1e-25 ... 1e25."""
+    return (rng.standard_normal(n) * 10.0 ** rng.uniform(-25, 25, n)).astype(dtype)
+
+
+def hot_indices(rng, n, top):
+    """Indices in [0, top), half of them on 0 and a quarter on 1 (hot)."""
+    idx = rng.integers(0, top, n)
+    u = rng.random(n)
+    idx[u < 0.5] = 0
+    idx[(u >= 0.5) & (u < 0.75)] = 1
+    return idx
+
+
+def inputs(seed=31):
+    """The NumPy inputs of the three cases."""
+    rng = np.random.default_rng(seed)
+    return {
+        "x": hot_indices(rng, N, BINS).astype("int64"),
+        "w": wide_values(rng, N, "float64"),
+        "v": rng.uniform(-55.0, 55.0, N),
+        "idx": hot_indices(rng, N, ROWS).astype("int32"),
+        "inc": wide_values(rng, N * WIDTH, "float32").reshape(N, WIDTH),
+    }
+
+
+def functions(deterministic, data=None):
+    """``{case: aesara.function}`` compiled under ``config.deterministic``."""
+    import aesara
+    import aesara.tensor as at
+    from aesara.tensor.extra_ops import bincount
+
+    from aesara_bincount import gpu
+
+    data = inputs() if data is None else data
+    gx, gw, gv = (gpu.shared(data[k]) for k in ("x", "w", "v"))
+    gidx, ginc = gpu.shared(data["idx"]), gpu.shared(data["inc"])
+    theta = aesara.shared(np.float64(1.0))
+    table = at.zeros((ROWS, WIDTH), dtype="float32")
+    with aesara.config.change_flags(deterministic=deterministic):
+        return {
+            "bincount": aesara.function([], bincount(gx, weights=gw)),
+            "seed": aesara.function([], bincount(gx, weights=at.exp(-theta * gv))),
+            "rows": aesara.function([], at.inc_subtensor(table[gidx], ginc)),
+        }
+
+
+def digests(fns, calls):
+    """``{case: [sha256 of the result's bytes, one per call]}``."""
+    return {
+        name: [hashlib.sha256(np.ascontiguousarray(f()).tobytes()).hexdigest() for _ in range(calls)]
+        for name, f in fns.items()
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(digests(functions(sys.argv[1]), int(sys.argv[2]))))
