@@ -109,15 +109,15 @@ class GpuFusedBincount(GpuBincount):
     messages are GpuBincount's.
     """
 
-    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "to_host", "deterministic")
+    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "deterministic", "to_host")
     _cop_num_inputs = None
     c_function = "gpu_bincount_fused"
     kernel_sources = GpuBincount.kernel_sources + (scalar_codegen.CUDA_PREAMBLE,)
     version = 1
 
     def __init__(self, mode: str = "bincount", out_dtype=None, x_op=None, w_op=None, weighted=None,
-                 to_host=False, deterministic=None):
-        super().__init__(mode, out_dtype, to_host, deterministic)
+                 deterministic=None, to_host=False):
+        super().__init__(mode, out_dtype, deterministic, to_host)
         for what, sop in (("x_op", x_op), ("w_op", w_op)):
             if sop is not None and (not isinstance(sop, aes.Composite) or sop.nout != 1):
                 raise TypeError(f"GpuFusedBincount: {what} must be a Composite with one output, got {sop}")

@@ -40,11 +40,6 @@ class GpuBincount(GpuCFileOp):
         As for :class:`~aesara_bincount.Bincount`.
     out_dtype : str, optional
         As for :class:`~aesara_bincount.Bincount`.
-    to_host : bool, optional
-        The output is a host tensor (``numpy.ndarray``) instead of a GPU
-        array: the Op also does the work of the ``HostFromGpu`` that would
-        follow it.  The rewrite ``gpu_bincount_to_host`` sets it when that
-        copy is the output's only client; not meant to be set by hand.
     deterministic : {"default", "more"}, optional
         ``aesara.config.deterministic`` when the Op is made (the rewrite
         makes it when the function is compiled), by default.  ``"more"``:
@@ -52,6 +47,11 @@ class GpuBincount(GpuCFileOp):
         sizes alone (``c_code/bincount_cuda_det.cuh``), so that every call
         returns the same bits; integer results are exact either way.  Shown
         by ``dprint`` when ``"more"``; part of the cache key.
+    to_host : bool, optional
+        The output is a host tensor (``numpy.ndarray``) instead of a GPU
+        array: the Op also does the work of the ``HostFromGpu`` that would
+        follow it.  The rewrite ``gpu_bincount_to_host`` sets it when that
+        copy is the output's only client; not meant to be set by hand.
 
     Notes
     -----
@@ -107,7 +107,7 @@ class GpuBincount(GpuCFileOp):
     names the cause.
     """
 
-    __props__ = ("mode", "out_dtype", "to_host", "deterministic")
+    __props__ = ("mode", "out_dtype", "deterministic", "to_host")
     #: For Ops pickled before the prop existed.
     to_host = False
     __str__ = GpuCFileOp.props_str
@@ -132,8 +132,8 @@ class GpuBincount(GpuCFileOp):
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 2
 
-    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None, to_host: bool = False,
-                 deterministic: Optional[str] = None):
+    def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None,
+                 deterministic: Optional[str] = None, to_host: bool = False):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
         self.to_host = bool(to_host)
         self.deterministic = check_deterministic(type(self).__name__, deterministic)
