@@ -108,4 +108,28 @@ BC_MATH2(remainder, remainder)
 #undef BC_MATH2
 #define pow(x, y) bc_pow(x, y)
 
+/* Casts of floats to integers (aesara_bincount_core/scalar_codegen.py,
+ * DEVICE_CASTS), as x86-64 computes them, where NumPy and Aesara's C code
+ * run: cvttsd2si gives the "integer indefinite" value, the most negative
+ * int32 or int64, for NaN, infinities and values whose truncation does not
+ * fit; narrower dtypes take the low bits of the int32 (so -1.0 is 255 in
+ * uint8, NaN is 0 in int8).  CUDA's conversions saturate instead (NaN is 0),
+ * so the range is tested here and no conversion out of range is made.  A
+ * float converts to double exactly. */
+static __device__ __forceinline__ int bc_x86_int32(double x)
+{
+    return (x > -2147483649.0 && x < 2147483648.0) ? (int)x : (-2147483647 - 1);
+}
+static __device__ __forceinline__ long long bc_x86_int64(double x)
+{
+    return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (long long)x
+                                                                       : (-9223372036854775807LL - 1);
+}
+static __device__ __forceinline__ npy_int8 bc_float_to_int8(double x) { return (npy_int8)bc_x86_int32(x); }
+static __device__ __forceinline__ npy_int16 bc_float_to_int16(double x) { return (npy_int16)bc_x86_int32(x); }
+static __device__ __forceinline__ npy_int32 bc_float_to_int32(double x) { return (npy_int32)bc_x86_int32(x); }
+static __device__ __forceinline__ npy_int64 bc_float_to_int64(double x) { return (npy_int64)bc_x86_int64(x); }
+static __device__ __forceinline__ npy_uint8 bc_float_to_uint8(double x) { return (npy_uint8)bc_x86_int32(x); }
+static __device__ __forceinline__ npy_uint16 bc_float_to_uint16(double x) { return (npy_uint16)bc_x86_int32(x); }
+
 #endif /* BC_SCALAR_CUDA_PREAMBLE_CUH */

@@ -90,3 +90,39 @@ def test_every_binary_op_on_mixed_dtypes(first, second):
             assert_same(got, want, float_ulps=ULPS)
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"{name} {first} {second}")
+
+
+#: Values whose cast to an integer is out of range, NaN, or negative to unsigned.
+CAST_EDGES = [np.nan, np.inf, -np.inf, -1.0, -1.5, -0.0, 0.75, 300.0, -300.0, 1e10, -1e10, 3e9, 1e20,
+              -1e20, 2.0**63, -(2.0**63), 2.0**64, 2**31 - 0.5, -(2**31) - 0.5, 65535.9, -129.5]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["float64", "float32"])
+def test_float_to_integer_casts_give_the_cpu_values(source):
+    """NaN, infinities, out-of-range and negative-to-unsigned casts: x86-64's
+    values (NumPy's and Aesara's C code's) on the GPU; casts to uint32 and
+    uint64, on which those two disagree, stay on the host."""
+    with np.errstate(over="ignore"):
+        value = np.array(CAST_EDGES, dtype=source)
+    gv = gpu.shared(value, name="gv")
+    targets = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"]
+    f, ref = compile_pair([], [at.cast(gv, d) for d in targets])
+    for d, got, want in zip(targets, f(), ref()):
+        assert_same(got, want), d
+    with np.errstate(invalid="ignore"):
+        assert_same(ref()[0], value.astype("int8"))  # the CPU graph is NumPy's
+    on_host = [n for n in f.maker.fgraph.toposort() if type(n.op).__name__ == "Elemwise"]
+    assert sorted(str(n.outputs[0].type.dtype) for n in on_host) == ["uint32", "uint64"], op_names(f)
+
+
+def test_histogram_of_floats_with_a_nan_raises_as_on_the_cpu():
+    # bincount(cast(floor(v * 10), "int64")): NaN casts to INT64_MIN, a negative value.
+    value = np.array([0.05, 0.31, np.nan, 0.99], "float64")
+    gv = gpu.shared(value, name="gv")
+    f, ref = compile_pair([], bincount(at.cast(at.floor(gv * 10), "int64")))
+    assert "Elemwise" not in op_names(f), op_names(f)
+    for g in (f, ref):
+        with pytest.raises(ValueError, match="negative"):
+            g()
+    gv.set_value(value[[0, 1, 3]])
+    assert_same(f(), ref())
