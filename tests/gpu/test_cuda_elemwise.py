@@ -176,6 +176,29 @@ def test_empty_and_errors():
         GpuElemwise(aes.int_div)(GpuArrayType("int32", (None,))(), GpuArrayType("int32", (None,))())
 
 
+def test_kernel_name_changes_with_the_source_and_the_options(monkeypatch):
+    """The kernel's name (the key of every kernel cache) hashes all that NVRTC
+    compiles: an edit of the lines around the scalar code, or of the compiler
+    options, gives a new kernel, never the cached old one (issue 28)."""
+    from aesara_bincount_core.gpu import elemwise
+
+    cp, v = cupy(), np.array([0.0, -1.5, 2.0])
+
+    def kernel_name():
+        gv = GpuArrayType("float64", (None,))()
+        f = aesara.function([gv], host_from_gpu(GpuElemwise(aes.exp)(gv)))
+        np.testing.assert_array_equal(f(cp.asarray(v)), np.exp(v))
+        node = next(n for n in f.maker.fgraph.toposort() if isinstance(n.op, GpuElemwise))
+        return node.op.kernel_source(node)[0]
+
+    names = [kernel_name()]
+    monkeypatch.setattr(elemwise, "_ELEMENT_HEAD", elemwise._ELEMENT_HEAD + " /* edited */")
+    names.append(kernel_name())
+    monkeypatch.setattr(elemwise, "_NVRTC_OPTIONS", elemwise._NVRTC_OPTIONS + ("-DBC_EDITED=1",))
+    names.append(kernel_name())
+    assert len(set(names)) == 3, names
+
+
 # The exhaustive comparison last: the cheap tests above come first in a
 # short selection.
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
