@@ -28,7 +28,7 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount_core import _c_code, scalar_codegen
 from aesara_bincount_core.cuda.sources import header_constants
-from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module, host_value
 
 __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 
@@ -69,9 +69,10 @@ def _is_host_scalar(var) -> bool:
 
 def _nonzero_constant(var) -> bool:
     """Whether ``var`` is a constant without a zero (seen through DimShuffle
-    and the like: ``x // 10`` divides by ``DimShuffle{x}(10)``)."""
+    and the like: ``x // 10`` divides by ``DimShuffle{x}(10)``); a GPU
+    constant is read through a copy to the host (CuPy refuses np.asarray)."""
     if isinstance(var, Constant):
-        return bool(np.all(np.asarray(var.data) != 0))
+        return bool(np.all(host_value(var.data) != 0))
     try:
         return bool(get_scalar_constant_value(var) != 0)
     except NotScalarConstantError:

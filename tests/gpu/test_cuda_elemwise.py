@@ -137,6 +137,23 @@ def test_integer_division_by_constants():
     np.testing.assert_array_equal(want, np.floor_divide(x, 4) % 3)  # the graph is what it says
 
 
+def test_integer_division_by_a_gpu_constant_array_runs_on_the_gpu():
+    # m // np.array([1, 2, 3]): the lifting makes the divisor a GPU constant,
+    # which the rule reads through a host copy (issue 28: np.asarray on it
+    # raised TypeError under CuPy 13 and the node stayed on the host).
+    from aesara_bincount import gpu
+    from lift_cases import compile_pair, op_names
+
+    value = np.array([[7, -7, 0], [100, -101, 2**31 - 1]], dtype="int32")
+    m = gpu.shared(value, name="m")
+    outs = [m // np.array([1, 2, 3], dtype="int32"), m % np.array([-3, 5, 7], dtype="int32")]
+    f, ref = compile_pair([], outs)
+    assert "GpuElemwise" in op_names(f) and "Elemwise" not in op_names(f), op_names(f)
+    for got, want in zip(f(), ref()):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ref()[0], value // np.array([1, 2, 3]))
+
+
 @needs_emulation
 def test_one_launch_no_sync():
     cp = cupy()
