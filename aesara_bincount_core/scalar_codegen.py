@@ -43,6 +43,7 @@ __all__ = [
     "FAIL_MACRO",
     "SCALAR_ERRORS",
     "MATH_FUNCTIONS",
+    "DEVICE_CASTS",
     "ScalarCode",
     "inline_problem",
     "scalar_code",

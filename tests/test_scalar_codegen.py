@@ -75,6 +75,23 @@ def test_inline_rule(target):
         inline_problem(aes.exp, "opencl")
 
 
+def test_casts_of_floats_on_the_cuda_target():
+    """Casts of floats to integers become the preamble's bc_float_to_<dtype>
+    (x86-64's values) for CUDA, in a Composite too; to uint32 and uint64 the
+    rule refuses them for CUDA only; other casts are Aesara's code."""
+    x = aes.float32()
+    comp = aes.Composite([x], [aes.convert_to_int64(aes.floor(x * 10)), aes.convert_to_uint8(x)])
+    code = scalar_code(comp, ["a"], ["z", "w"], "cuda", ["float32"], ["int64", "uint8"])
+    assert "bc_float_to_int64(" in code.body and "bc_float_to_uint8(" in code.body
+    assert "bc_float_to_" not in scalar_code(comp, ["a"], ["z", "w"], "c", ["float32"], ["int64", "uint8"]).body
+    assert "bc_float_to_" not in scalar_code(aes.convert_to_int8, ["a"], ["z"], "cuda", ["int64"], ["int8"]).body
+    for dtype in ("uint32", "uint64"):
+        cast = getattr(aes, f"convert_to_{dtype}")
+        assert "disagree" in inline_problem(cast, "cuda", ["float64"])
+        assert inline_problem(cast, "c", ["float64"]) is None
+        assert inline_problem(cast, "cuda", ["int64"]) is None
+
+
 def test_scalar_code_contract():
     code = scalar_code(aes.int_div, ["a[i]", "b[i]"], ["z[i]"], "c", ["int32", "int32"], ["int32"])
     assert code.errors == (1,) and "BC_SCALAR_FAIL(1);" in code.body
