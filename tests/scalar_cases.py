@@ -12,7 +12,10 @@ from aesara.scalar.basic import Composite, ScalarOp
 
 from aesara_bincount_core import scalar_codegen
 
-__all__ = ["all_scalar_ops", "cases", "dtype_tuples", "mixed_cases", "mixed_pair", "values", "DIVISIONS", "chunks", "special_args", "cpu_reference"]
+__all__ = [
+    "all_scalar_ops", "cases", "dtype_tuples", "mixed_cases", "mixed_pair", "values", "DIVISIONS", "chunks",
+    "special_args", "cpu_reference",
+]  # fmt: skip
 
 #: The ops whose integer forms raise ZeroDivisionError on a zero divisor.
 DIVISIONS = ("floor_divide", "mod")
