@@ -93,14 +93,15 @@ def gpu_rows(x_np: np.ndarray, w_np: Optional[np.ndarray] = None) -> Dict[str, C
     Raises
     ------
     GpuUnavailableError
-        No usable GPU (``aesara_bincount.gpu.is_available()``).
+        No usable GPU (``aesara_bincount.gpu.is_available()`` is False;
+        ``aesara_bincount.gpu.availability()`` says why).
     RuntimeError
         The GPU rewrite did not put ``GpuBincount`` in the graph, or a result
         differs from ``numpy.bincount``.
     """
     from aesara_bincount import gpu
 
-    ok, why = gpu.is_available()
+    ok, why = gpu.availability()
     if not ok:
         raise gpu.GpuUnavailableError(why)
     import aesara
@@ -208,7 +209,7 @@ def main(argv=None) -> int:
     try:
         from aesara_bincount import gpu
 
-        gpu_ok, why = gpu.is_available()  # type: ignore[attr-defined]
+        gpu_ok, why = gpu.availability()  # type: ignore[attr-defined]
     except Exception as exc:
         why = str(exc)
     rng = np.random.default_rng(0)

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from aesara.scalar.basic import Composite, ScalarOp, get_scalar_type
+from aesara.scalar.basic import Cast, Composite, ScalarOp, get_scalar_type
 
 from aesara_bincount_core import _c_code
 
@@ -43,6 +43,7 @@ __all__ = [
     "FAIL_MACRO",
     "SCALAR_ERRORS",
     "MATH_FUNCTIONS",
+    "DEVICE_CASTS",
     "ScalarCode",
     "inline_problem",
     "scalar_code",
@@ -79,6 +80,13 @@ MATH_FUNCTIONS = frozenset(
     )
     for suffix in ("", "f")
 ) | frozenset(("abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"))  # fmt: skip
+
+#: Float-to-integer casts on the CUDA target: ``bc_float_to_<dtype>`` of the
+#: preamble, which gives x86-64's values (see :class:`_DeviceCast`); to these
+#: dtypes no cast of floats is inlined for CUDA (NumPy and Aesara's C code
+#: disagree on their values out of range, see ``docs/semantics.rst``).
+DEVICE_CASTS = frozenset(f"bc_float_to_{d}" for d in ("int8", "int16", "int32", "int64", "uint8", "uint16"))
+_UNMATCHED_CASTS = ("uint32", "uint64")
 
 # Words that look like calls but are not: C keywords, the npy_* casts.
 _NOT_CALLS = frozenset(("if", "while", "for", "switch", "return", "sizeof", "defined"))
@@ -119,6 +127,58 @@ class ScalarCode:
     body: str
     version: str
     errors: Tuple[int, ...]
+
+
+class _DeviceCast(Cast):
+    """A cast whose CUDA code converts floats to integers as x86-64 does.
+
+    CUDA's conversion saturates (NaN gives 0, -1.0 gives 0 in uint8), where
+    NumPy and Aesara's C code on x86-64 give the "integer indefinite" value
+    (the most negative int32 or int64, then wrapped to the dtype): the
+    preamble's ``bc_float_to_<dtype>`` computes the latter without an
+    out-of-range conversion.  Other casts are Aesara's.
+    """
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        out = node.outputs[0].type.dtype
+        if node.inputs[0].type.dtype.startswith("float") and f"bc_float_to_{out}" in DEVICE_CASTS:
+            return f"{outputs[0]} = bc_float_to_{out}({inputs[0]});"
+        return super().c_code(node, name, inputs, outputs, sub)
+
+
+def _device_ops(scalar_op: ScalarOp) -> ScalarOp:
+    """``scalar_op`` for the CUDA target: its casts (in a Composite too) are
+    :class:`_DeviceCast`; the op itself when it has none."""
+    if type(scalar_op) is Cast:
+        return _DeviceCast(scalar_op.o_type, name=scalar_op.name)
+    if not isinstance(scalar_op, Composite):
+        return scalar_op
+    fgraph = scalar_op.fgraph
+    if not any(type(n.op) is Cast or isinstance(n.op, Composite) for n in fgraph.apply_nodes):
+        return scalar_op
+    new = {v: v.type() for v in fgraph.inputs}
+    for node in fgraph.toposort():
+        made = _device_ops(node.op).make_node(*[new.get(v, v) for v in node.inputs])
+        new.update(zip(node.outputs, made.outputs))
+    return Composite([new[v] for v in fgraph.inputs], [new[v] for v in fgraph.outputs])
+
+
+def _unmatched_cast(scalar_op: ScalarOp, node) -> Optional[str]:
+    """Why a cast of floats in ``node`` (its inner nodes for a Composite) cannot
+    give the CPU's values on the GPU, or None."""
+    nodes = scalar_op.fgraph.toposort() if isinstance(scalar_op, Composite) else [node]
+    for n in nodes:
+        if isinstance(n.op, Composite):
+            problem = _unmatched_cast(n.op, n)
+            if problem:
+                return problem
+        elif isinstance(n.op, Cast) and n.inputs[0].type.dtype.startswith("float"):
+            if n.outputs[0].type.dtype in _UNMATCHED_CASTS:
+                return (
+                    f"a cast of {n.inputs[0].type.dtype} to {n.outputs[0].type.dtype}: NumPy and "
+                    "Aesara's C code disagree on its values for NaN, infinities and values out of range"
+                )
+    return None
 
 
 def _strip(code: str) -> str:
@@ -185,7 +245,7 @@ def _code_problem(scalar_op, node, support: str, body: str, target: str) -> Opti
     for call in _CALL_RE.findall(code):
         if call in _NOT_CALLS or _CAST_TYPES.match(call) or call in MATH_FUNCTIONS:
             continue
-        if call in defined or call == FAIL_MACRO:
+        if call in defined or call == FAIL_MACRO or (target == "cuda" and call in DEVICE_CASTS):
             continue
         return f"{scalar_op}'s C code calls {call}(), which is not a C99 math function"
     if target == "cuda" and re.search(r"\)\s*\{", _strip(support)) and "WITHIN_KERNEL" not in support:
@@ -226,12 +286,16 @@ def inline_problem(scalar_op: ScalarOp, target: str, in_dtypes: Optional[Sequenc
     docstring), name no Python or NumPy C API (``Py*``, ``NPY_*``) and call
     nothing but :data:`MATH_FUNCTIONS` and what the support code defines;
     for CUDA, functions defined in the support code are marked
-    ``WITHIN_KERNEL``.
+    ``WITHIN_KERNEL``, and no float is cast to uint32 or uint64 (casts of
+    floats to other integers become the preamble's ``bc_float_to_<dtype>``,
+    which gives x86-64's values: :data:`DEVICE_CASTS`).
     """
     if target not in TARGETS:
         raise ValueError(f"scalar_codegen: unknown target {target!r}; use one of {TARGETS}")
     if not isinstance(scalar_op, ScalarOp):
         return f"{scalar_op} is not a scalar op"
+    if target == "cuda":
+        scalar_op = _device_ops(scalar_op)
     try:
         node = _scalar_node(scalar_op, in_dtypes)
     except Exception as exc:  # the op refuses these types
@@ -246,7 +310,8 @@ def inline_problem(scalar_op: ScalarOp, target: str, in_dtypes: Optional[Sequenc
     names_in = [f"in{j}" for j in range(len(node.inputs))]
     names_out = [f"out{j}" for j in range(len(node.outputs))]
     support, body, _, problem = _generate(scalar_op, node, names_in, names_out, "bc_scalar")
-    return problem or _code_problem(scalar_op, node, support, body, target)
+    problem = problem or _code_problem(scalar_op, node, support, body, target)
+    return problem or (_unmatched_cast(scalar_op, node) if target == "cuda" else None)
 
 
 def scalar_code(
@@ -292,6 +357,8 @@ def scalar_code(
     problem = inline_problem(scalar_op, target, in_dtypes)
     if problem:
         raise ValueError(f"scalar_codegen: cannot inline: {problem}")
+    if target == "cuda":
+        scalar_op = _device_ops(scalar_op)
     node = _scalar_node(scalar_op, in_dtypes)
     if len(inputs) != len(node.inputs) or len(outputs) != len(node.outputs):
         raise ValueError(

@@ -188,7 +188,7 @@ def aesara_function_maker():
 
 def _cupy():
     """``(cupy, availability)``, or None (with a message) without a GPU."""
-    ok, why = kernels.is_available()
+    ok, why = kernels.availability()
     if not ok:
         print(f"bench_gpu: no usable GPU: {why}")
         return None

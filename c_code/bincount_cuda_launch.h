@@ -373,8 +373,11 @@ static int bc_cuda_check_call(const bc_cuda_api *api, const bc_cuda_bincount_cal
             return bc_cuda_fail_text(err, BC_CUDA_E_NDIM, "weights", 1, a->ndim, 0);
         if (a->device != dev)
             return bc_cuda_fail_text(err, BC_CUDA_E_DEVICE, "weights", a->device, dev, 0);
-        if (c->x.length > 0 && a->length > 1 &&
-            bc_cuda_check_aligned("weights", a->ptr, a->stride_bytes, a->itemsize, err) != 0)
+        /* one element (broadcast) is loaded too: its address must be aligned,
+         * its stride is never used */
+        if (c->x.length > 0 && a->length > 0 &&
+            bc_cuda_check_aligned("weights", a->ptr, a->length > 1 ? a->stride_bytes : 0,
+                                  a->itemsize, err) != 0)
             return -1;
     }
     if (c->x.length > 0 &&

@@ -117,7 +117,7 @@ for name in ("numpy", "cupy", "torch", "aesara", "pytest", "hypothesis"):
     except Exception as exc:
         print(name, "absent:", str(exc).splitlines()[0][:120])
 from aesara_bincount_core.cuda import kernels
-print("kernel layer:", kernels.is_available())
+print("kernel layer:", kernels.availability())
 EOF
   command -v nvcc >/dev/null && nvcc --version | tail -1
   if command -v compute-sanitizer >/dev/null; then

@@ -192,11 +192,7 @@ class GpuBackend(Backend):
             from aesara_bincount import gpu
         except Exception as exc:  # pragma: no cover - depends on the GPU branch
             return f"aesara_bincount.gpu does not import: {exc}"
-        is_available = getattr(gpu, "is_available", None)
-        if is_available is None:
-            return "aesara_bincount.gpu has no is_available() yet"
-        answer = is_available()
-        ok, why = answer if isinstance(answer, tuple) else (bool(answer), "")
+        ok, why = gpu.availability()
         return None if ok else f"no usable GPU: {why}"
 
     def shared(self, value, name=None):

@@ -12,7 +12,10 @@ from aesara.scalar.basic import Composite, ScalarOp
 
 from aesara_bincount_core import scalar_codegen
 
-__all__ = ["all_scalar_ops", "cases", "values", "DIVISIONS", "chunks", "special_args", "cpu_reference"]
+__all__ = [
+    "all_scalar_ops", "cases", "dtype_tuples", "mixed_cases", "mixed_pair", "values", "DIVISIONS", "chunks",
+    "special_args", "cpu_reference",
+]  # fmt: skip
 
 #: The ops whose integer forms raise ZeroDivisionError on a zero divisor.
 DIVISIONS = ("floor_divide", "mod")
@@ -42,6 +45,61 @@ def cases(target):
             else:
                 refused.append((name, dtype, problem))
     return ok, refused
+
+
+def dtype_tuples(nin):
+    """Input dtype tuples of an op of ``nin`` inputs: every dtype for one input,
+    every pair for two, and for more, every pair with one input of the first
+    dtype and the others of the second (each position in turn)."""
+    dtypes = scalar_codegen.DTYPES
+    if nin == 1:
+        return [(d,) for d in dtypes]
+    found = []
+    for a in dtypes:
+        for b in dtypes:
+            for k in range(nin if nin > 2 else 1):
+                t = (a, b) if nin == 2 else tuple(a if j == k else b for j in range(nin))
+                if t not in found:
+                    found.append(t)
+    return found
+
+
+def mixed_cases(target):
+    """``[(name, op, in_dtypes)]``: every op with every input dtype tuple of
+    :func:`dtype_tuples` (mixed dtypes: ``int64 ** int8``, ``float32 %
+    float64``) that :func:`scalar_codegen.inline_problem` accepts."""
+    ok = []
+    for name, op in all_scalar_ops().items():
+        for dtypes in dtype_tuples(op.nin if op.nin > 0 else 2):
+            if scalar_codegen.inline_problem(op, target, list(dtypes)) is None:
+                ok.append((name, op, dtypes))
+    return ok
+
+
+def mixed_pair(first, second):
+    """``(composite, names, arrays)``: every binary op the rule accepts for CUDA
+    with inputs of ``first`` and ``second``, in one multi-output ``Composite``
+    of four inputs: ``a``, ``b`` (every pair of edge values of the two dtypes)
+    and ``s1``, ``s2`` (small values: :func:`special_args`' ops read them,
+    and so does ``pow`` with an integer input).  Integer divisions are left
+    out (the GPU Op only takes them with constant divisors)."""
+    import aesara.scalar as aes
+
+    va, vb = values(first), values(second)
+    a, b = (x.ravel() for x in np.meshgrid(va, vb, indexing="ij"))
+    s1, s2 = _small(first, len(a))[0], _small(second, len(a))[1]
+    ins = [aes.get_scalar_type(d)() for d in (first, second, first, second)]
+    names, outs = [], []
+    for name, op in all_scalar_ops().items():
+        if op.nin not in (2, -1) or scalar_codegen.inline_problem(op, "cuda", [first, second]):
+            continue
+        if name in DIVISIONS and second[0] in "iub":
+            continue
+        small = special_args(name, first, [None] * 6) is not None or special_args(name, second, [None] * 6)
+        small = small or (name == "pow" and "f" not in first[0] + second[0])
+        names.append(name)
+        outs.append(op(*(ins[2:] if small else ins[:2])))
+    return aes.Composite(ins, outs), names, [a, b, s1, s2]
 
 
 def values(dtype):

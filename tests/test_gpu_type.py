@@ -301,3 +301,21 @@ def test_tensors_transfer_to_the_gpu_through_aesara():
     assert h.transfer("cpu") is h
     with pytest.raises(ValueError):
         h.transfer("tpu")
+
+
+def test_fake_cupy_refuses_implicit_conversion_to_numpy(fake_cupy):
+    """As CuPy 13: a device array is not a NumPy array; np.asarray, NumPy
+    functions and operators that would mix it with host arrays raise TypeError;
+    get(), cupy.asnumpy and NumPy ufuncs of device arrays only work."""
+    a = fake_cupy.asarray(np.arange(6.0).reshape(2, 3))
+    assert not isinstance(a, np.ndarray)
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        np.asarray(a)
+    with pytest.raises(TypeError):
+        np.testing.assert_array_equal(a, np.arange(6.0).reshape(2, 3))
+    with pytest.raises(TypeError):
+        a + np.ones(3)
+    assert isinstance(np.exp(a), fake_cupy.ndarray) and isinstance(a.sum(), fake_cupy.ndarray)
+    np.testing.assert_array_equal(a.get(), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(fake_cupy.asnumpy(a.T[1:] * 2), np.arange(6.0).reshape(2, 3).T[1:] * 2)
+    assert a.__cuda_array_interface__["data"][0] == a.data.ptr

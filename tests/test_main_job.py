@@ -55,7 +55,7 @@ def test_runs_as_a_module():
 
 
 def test_gpu_rows_need_a_gpu(monkeypatch):
-    monkeypatch.setattr(gpu, "is_available", lambda: (False, "no GPU in this test"))
+    monkeypatch.setattr(gpu, "availability", lambda: (False, "no GPU in this test"))
     with pytest.raises(gpu.GpuUnavailableError, match="no GPU in this test"):
         main_job.gpu_rows(np.arange(3))
 
@@ -65,7 +65,7 @@ def test_failing_gpu_rows_fail_the_job(monkeypatch, capsys):
     def broken(x_np, w_np=None):
         raise RuntimeError("GpuBincount differs from numpy.bincount")
 
-    monkeypatch.setattr(gpu, "is_available", lambda: (True, "a GPU in this test"))
+    monkeypatch.setattr(gpu, "availability", lambda: (True, "a GPU in this test"))
     monkeypatch.setattr(main_job, "gpu_rows", broken)
     assert main(["-n", "100", "--bins", "5", "--repeat", "1"]) == 1
     out = capsys.readouterr().out

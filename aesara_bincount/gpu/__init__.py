@@ -20,7 +20,8 @@ CuPy:
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
 GPU part with ``pip install "aesara-bincount[cuda12]"`` (CuPy 13 for CUDA 12
-and NVRTC 12); :func:`is_available` says whether a usable GPU is there.
+and NVRTC 12); :func:`is_available` says whether a usable GPU is there (a bool), and
+:func:`availability` what it found or what is missing.
 
 The kernel layer (the package :mod:`aesara_bincount_core.cuda`; its public
 functions are in :mod:`aesara_bincount_core.cuda.kernels`) imports neither
@@ -31,7 +32,7 @@ from aesara.tensor import _as_tensor_variable
 
 from aesara_bincount.gpu import fusion, inplace_guard, lifting, rewriting  # noqa: F401 (registers the rewrites)
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
-from aesara_bincount_core.cuda.kernels import GpuUnavailableError, bincount_cupy, is_available
+from aesara_bincount_core.cuda.kernels import GpuUnavailableError, availability, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add
 from aesara_bincount.gpu.transfer_report import report
@@ -81,6 +82,7 @@ __all__ = [
     "gpu_from_host",
     "host_from_gpu",
     "is_available",
+    "availability",
     "local_gpu_bincount",
     "local_gpu_scatter_add",
     "lifting",

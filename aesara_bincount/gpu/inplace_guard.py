@@ -17,7 +17,9 @@ there, keeps the rewrite off it.
 rewrite does, whichever of this package's rewrites are excluded).  It marks
 as protected (Aesara's ``Supervisor`` feature, the mechanism that keeps the
 function's inputs and outputs intact) each ``Elemwise`` input that is a
-``HostFromGpu`` output, or a ``DimShuffle`` of one, and that
+``HostFromGpu`` output, or a view of one (``DimShuffle``, ``Subtensor``,
+``Reshape``: any Op whose ``view_map`` says so, through any number of
+them), and that
 :func:`may_broadcast_at_run_time`.  Such an input then costs one output
 allocation per call; the other in-place choices are untouched.
 """
@@ -61,10 +63,18 @@ def may_broadcast_at_run_time(var, node):
 
 
 def _is_host_copy(var):
-    """Whether ``var`` is ``HostFromGpu(g)``, possibly under ``DimShuffle`` views."""
-    while var.owner is not None and isinstance(var.owner.op, DimShuffle):
-        var = var.owner.inputs[0]
-    return var.owner is not None and isinstance(var.owner.op, HostFromGpu)
+    """Whether ``var`` is ``HostFromGpu(g)`` or a view of it, through any number
+    of views (``DimShuffle``, ``Subtensor``, ``Reshape``, ...: an output that
+    its Op's ``view_map`` maps to an input)."""
+    while var.owner is not None and not isinstance(var.owner.op, HostFromGpu):
+        node = var.owner
+        viewed = getattr(node.op, "view_map", {}).get(node.outputs.index(var))
+        if not viewed and isinstance(node.op, DimShuffle):
+            viewed = [0]  # a DimShuffle that is not marked in place is still a view
+        if not viewed:
+            return False
+        var = node.inputs[viewed[0]]
+    return var.owner is not None
 
 
 class HostCopyGuard(GraphRewriter):

@@ -47,7 +47,7 @@ from aesara_bincount_core import _c_code
 from aesara_bincount_core.cuda.sources import accumulation, rows_kernels
 from aesara_bincount_core.semantics import INDEX_DTYPES, MODES, OUT_DTYPES, shape_text
 
-__all__ = ["bincount_cupy", "scatter_add_cupy", "histogram_pass", "is_available", "GpuUnavailableError"]
+__all__ = ["bincount_cupy", "scatter_add_cupy", "histogram_pass", "is_available", "availability", "GpuUnavailableError"]
 
 
 def _cupy():
@@ -284,7 +284,20 @@ def histogram_pass(x, bins: int):
     return launcher.hist_pass(cp, x, bins, acc, kern)
 
 
-def is_available() -> Tuple[bool, str]:
+def is_available() -> bool:
+    """Whether a usable GPU is there: ``if aesara_bincount.gpu.is_available():``.
+
+    Returns
+    -------
+    bool
+        True when :func:`availability` finds every piece (it says which is
+        missing otherwise).  Each call checks again; nothing is compiled and
+        nothing waits for the device.
+    """
+    return availability()[0]
+
+
+def availability() -> Tuple[bool, str]:
     """Whether a usable GPU is there, and why not.
 
     Checks, in order: CuPy imports; the CUDA driver library loads and

@@ -81,7 +81,7 @@ class GpuCFileOp(CFileOp):
             No CuPy, CUDA driver, device or NVRTC; the message names the
             cause and how to compile for the CPU instead.
         """
-        ok, why = kernels.is_available()
+        ok, why = kernels.availability()
         if not ok:
             raise kernels.GpuUnavailableError(
                 f"{type(self).__name__} cannot run here: {why}. Compile with "

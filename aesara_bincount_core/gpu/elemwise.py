@@ -28,7 +28,7 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount_core import _c_code, scalar_codegen
 from aesara_bincount_core.cuda.sources import header_constants
-from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
+from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module, host_value
 
 __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 
@@ -40,6 +40,8 @@ MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS[
 #: which x86 code without -mfma never does): so that +, -, * and / round as
 #: on the CPU, bit for bit.  Division and sqrt are IEEE (NVRTC's defaults).
 _NVRTC_OPTIONS = ("-std=c++17", "-fmad=false")
+#: The line before the element code (hashed into the kernel's name with all the source).
+_ELEMENT_HEAD = "static __device__ __forceinline__ void bc_ew_element(const bc_ew_params &p, const long long *off)"
 
 
 class _Params(ctypes.Structure):
@@ -65,9 +67,10 @@ def _is_host_scalar(var) -> bool:
 
 def _nonzero_constant(var) -> bool:
     """Whether ``var`` is a constant without a zero (seen through DimShuffle
-    and the like: ``x // 10`` divides by ``DimShuffle{x}(10)``)."""
+    and the like: ``x // 10`` divides by ``DimShuffle{x}(10)``); a GPU
+    constant is read through a copy to the host (CuPy refuses np.asarray)."""
     if isinstance(var, Constant):
-        return bool(np.all(np.asarray(var.data) != 0))
+        return bool(np.all(host_value(var.data) != 0))
     try:
         return bool(get_scalar_constant_value(var) != 0)
     except NotScalarConstantError:
@@ -248,21 +251,23 @@ class GpuElemwise(Op):
             self.scalar_op, args, outs, "cuda",
             [v.type.dtype for v in node.inputs], [o.type.dtype for o in node.outputs], "bc_ew_scalar",
         )  # fmt: skip
-        h = hashlib.sha256((code.version + _c_code.sources_hash(KERNEL_FILES)).encode())
-        name = f"bc_elemwise_{h.hexdigest()[:24]}"
-        source = "\n".join((
+        lines = [
             '#include "elemwise_cuda.cuh"',
             code.support,
-            f"#define BC_EW_NAME {name}",
+            "#define BC_EW_NAME {name}",
             f"#define BC_EW_NARGS {nin + len(outs)}",
             "#define BC_SCALAR_FAIL(code) bc_ew_fail(p, (code))",
-            "static __device__ __forceinline__ void bc_ew_element(const bc_ew_params &p, const long long *off)",
+            _ELEMENT_HEAD,
             code.body,
             "#undef BC_SCALAR_FAIL",
             '#include "elemwise_cuda_kernel.cu"',
             "",
-        ))  # fmt: skip
-        return name, source
+        ]  # fmt: skip
+        # the name is a hash of everything NVRTC compiles: the source, the headers, the options
+        template = "\n".join(lines)
+        key = "\0".join((template, _c_code.sources_hash(KERNEL_FILES), *_NVRTC_OPTIONS))
+        name = f"bc_elemwise_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+        return name, template.replace("#define BC_EW_NAME {name}", f"#define BC_EW_NAME {name}", 1)
 
     def _function(self, node):
         from aesara_bincount_core.cuda import modules
@@ -365,7 +370,8 @@ def _check_arrays(op, arrays: Sequence, device: int) -> None:
     for a in arrays:
         if a.data.device_id != device:
             raise ValueError(f"{op}: an input is on GPU {a.data.device_id}, the current device is {device}")
-        if a.size > 1 and (a.data.ptr % a.itemsize or any(st % a.itemsize for st in a.strides)):
+        # one element is loaded too (its address counts, not its strides)
+        if a.size and (a.data.ptr % a.itemsize or any(st % a.itemsize for st, n in zip(a.strides, a.shape) if n > 1)):
             raise ValueError(f"{op}: an input is not aligned to its itemsize ({a.itemsize} bytes)")
 
 

@@ -304,7 +304,7 @@ class GpuFusedBincount(GpuBincount):
         # The name carries a hash of the whole source and of the files it
         # includes: the module caches (NVRTC's on disk, the loaded modules,
         # Aesara's, which versions the node by this name) key on it.
-        h = hashlib.sha256((source + _c_code.sources_hash(KERNEL_FILES)).encode())
+        h = hashlib.sha256("\0".join((source, _c_code.sources_hash(KERNEL_FILES), *_NVRTC_OPTIONS)).encode())
         kind = "det_" if det else ""
         name = f"bincount_hist_fused_{kind}{sources.DTYPES[x_dtype][1]}_{inc}_{h.hexdigest()[:24]}"
         return name, source.replace("BC_FUSED_NAME_HERE", name)

@@ -79,7 +79,7 @@ class GpuAdvancedSubtensor1(GpuTwin):
     gpu_inputs = (0, 1)
 
     def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.is_available()
+        ok, why = kernels.availability()
         if not ok:
             raise kernels.GpuUnavailableError(
                 f"GpuAdvancedSubtensor1 cannot run here: {why}. Compile with "

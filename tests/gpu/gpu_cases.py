@@ -18,7 +18,7 @@ from aesara_bincount_core.cuda import kernels
 #: True when the GPU is the CPU emulation (tests/gpu_emu).
 EMULATED = os.environ.get("AESARA_BINCOUNT_EMULATED_GPU") == "1"
 
-AVAILABLE, WHY = kernels.is_available()
+AVAILABLE, WHY = kernels.availability()
 
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 OUT_DTYPES = INDEX_DTYPES + ("float32", "float64")

@@ -51,7 +51,7 @@ def inner_transfers(f):
 def assert_same(got, expected, float_ulps=64):
     """Same dtype, shape and values (floats to ``float_ulps`` of their scale; NaN == NaN;
     the sign of a zero counts)."""
-    got, expected = host_value(got), np.asarray(expected)
+    got, expected = host_value(got), host_value(expected)  # either may be a GPU array
     assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
     assert got.shape == expected.shape, (got.shape, expected.shape)
     if expected.dtype.kind != "f":

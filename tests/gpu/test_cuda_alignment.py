@@ -199,3 +199,25 @@ def test_gpu_scatter_add_refuses_misaligned_arrays(rows_update, what):
     expected = base_np.copy()
     np.add.at(expected, idx_np, inc_np)
     np.testing.assert_array_equal(cp.asnumpy(W.get_value(borrow=True)), expected)
+
+
+@pytest.mark.parametrize("graph", ["elemwise", "fused weights"])
+def test_a_misaligned_view_of_one_element_raises(graph):
+    """One element broadcast against longer arrays is loaded too: a misaligned
+    one-element view raises ValueError (issue 28: GpuElemwise and the fused
+    bincount skipped the check for one element and lost the context)."""
+    gx = gpu.shared(np.array([1, 0, 3, 1], dtype="int64"), name="gx")
+    gv = gpu.shared(np.array([0.5, 1.5, 2.0, -1.0]), name="gv")
+    gs = gpu.shared(np.array([3.0]), name="gs")
+    out = gv * gs if graph == "elemwise" else bincount(gx, weights=gv * gs)
+    f = aesara.function([], out)
+    names = [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
+    assert ("GpuElemwise" if graph == "elemwise" else "GpuFusedBincount") in names, names
+    gs.set_value(misaligned(np.array([3.0]), 4), borrow=True)
+    with pytest.raises(ValueError, match="not aligned"):
+        f()
+    gs.set_value(cupy().asarray(np.array([3.0])), borrow=True)
+    want = np.array([0.5, 1.5, 2.0, -1.0]) * 3.0
+    if graph != "elemwise":
+        want = np.bincount([1, 0, 3, 1], weights=want)
+    np.testing.assert_array_equal(f(), want)

@@ -137,6 +137,23 @@ def test_integer_division_by_constants():
     np.testing.assert_array_equal(want, np.floor_divide(x, 4) % 3)  # the graph is what it says
 
 
+def test_integer_division_by_a_gpu_constant_array_runs_on_the_gpu():
+    # m // np.array([1, 2, 3]): the lifting makes the divisor a GPU constant,
+    # which the rule reads through a host copy (issue 28: np.asarray on it
+    # raised TypeError under CuPy 13 and the node stayed on the host).
+    from aesara_bincount import gpu
+    from lift_cases import compile_pair, op_names
+
+    value = np.array([[7, -7, 0], [100, -101, 2**31 - 1]], dtype="int32")
+    m = gpu.shared(value, name="m")
+    outs = [m // np.array([1, 2, 3], dtype="int32"), m % np.array([-3, 5, 7], dtype="int32")]
+    f, ref = compile_pair([], outs)
+    assert "GpuElemwise" in op_names(f) and "Elemwise" not in op_names(f), op_names(f)
+    for got, want in zip(f(), ref()):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ref()[0], value // np.array([1, 2, 3]))
+
+
 @needs_emulation
 def test_one_launch_no_sync():
     cp = cupy()
@@ -174,6 +191,29 @@ def test_empty_and_errors():
         GpuElemwise(aes.add)(ga, at.fvector())
     with pytest.raises(TypeError, match="cannot run on the GPU"):
         GpuElemwise(aes.int_div)(GpuArrayType("int32", (None,))(), GpuArrayType("int32", (None,))())
+
+
+def test_kernel_name_changes_with_the_source_and_the_options(monkeypatch):
+    """The kernel's name (the key of every kernel cache) hashes all that NVRTC
+    compiles: an edit of the lines around the scalar code, or of the compiler
+    options, gives a new kernel, never the cached old one (issue 28)."""
+    from aesara_bincount_core.gpu import elemwise
+
+    cp, v = cupy(), np.array([0.0, -1.5, 2.0])
+
+    def kernel_name():
+        gv = GpuArrayType("float64", (None,))()
+        f = aesara.function([gv], host_from_gpu(GpuElemwise(aes.exp)(gv)))
+        np.testing.assert_array_equal(f(cp.asarray(v)), np.exp(v))
+        node = next(n for n in f.maker.fgraph.toposort() if isinstance(n.op, GpuElemwise))
+        return node.op.kernel_source(node)[0]
+
+    names = [kernel_name()]
+    monkeypatch.setattr(elemwise, "_ELEMENT_HEAD", elemwise._ELEMENT_HEAD + " /* edited */")
+    names.append(kernel_name())
+    monkeypatch.setattr(elemwise, "_NVRTC_OPTIONS", elemwise._NVRTC_OPTIONS + ("-DBC_EDITED=1",))
+    names.append(kernel_name())
+    assert len(set(names)) == 3, names
 
 
 # The exhaustive comparison last: the cheap tests above come first in a

@@ -219,8 +219,15 @@ def test_gradient_through_gpu_weights():
     assert np.allclose(cupy().asnumpy(got) if not isinstance(got, np.ndarray) else got, [1.0, 100.0, 100.0, 10.0])
 
 
+def test_is_available_is_a_bool_and_availability_says_what_it_found():
+    # issue 28: is_available() was a (flag, reason) tuple, always true in an if.
+    assert gpu.is_available() is True
+    ok, why = gpu.availability()
+    assert ok is True and "CUDA device" in why and "NVRTC" in why, why
+
+
 def test_no_gpu_is_a_clear_error_at_compile_time(monkeypatch):
-    monkeypatch.setattr(kernels, "is_available", lambda: (False, "no CUDA driver on this test"))
+    monkeypatch.setattr(kernels, "availability", lambda: (False, "no CUDA driver on this test"))
     gx = gpu.shared(np.arange(4, dtype="int32"))
     with pytest.raises(kernels.GpuUnavailableError, match="no CUDA driver on this test"):
         compile_fn(bincount(gx))

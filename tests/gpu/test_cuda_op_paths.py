@@ -506,7 +506,7 @@ def _child(code, **env):
 def test_nvrtc_newer_than_the_driver_is_unavailable():
     out = _child(
         """
-ok, why = kernels.is_available()
+ok, why = kernels.availability()
 print("AVAILABLE", ok, why)
 try:
     aesara.function([], bincount(gpu.shared(np.arange(3, dtype="int32"))))

@@ -45,6 +45,26 @@ def test_integer_floor_division_by_a_variable_broadcasts_a_length_one_input(mode
     assert_same(got_mod, x % y)
 
 
+@pytest.mark.parametrize("view", ["slice", "reshape", "offset slice"])
+def test_views_of_the_host_copy_are_guarded_too(view):
+    # Subtensor and Reshape of the HostFromGpu copy, of length 1 at run time
+    # (issue 28: [0] instead of [7 3 2 1 1] before the guard looked through them).
+    y, x = np.array([7, 9, -4], "int64"), np.array([1, 2, 3, 5, 7], "int64")
+    gy, gx = gpu.shared(y), gpu.shared(x)
+    k = at.lscalar("k")
+    views = {
+        "slice": (gy[:1], y[:1]),
+        "reshape": (gy[:1].reshape((-1,)), y[:1]),
+        "offset slice": (gy[k : k + 1], y[1:2]),
+    }
+    var, value = views[view]
+    f = aesara.function([k], [var // gx, gx % var], mode=get_default_mode().excluding("gpu_lift"),
+                        on_unused_input="ignore")  # fmt: skip
+    got_div, got_mod = f(1)
+    assert_same(got_div, value // x)
+    assert_same(got_mod, x % value)
+
+
 def test_float16_arithmetic_and_matrix_rows():
     # float16 stays on the host; a (1, 3) matrix broadcast over (4, 3) rows, and a DimShuffled copy.
     a = np.array([[0.5, -0.0, 2.0]], "float16")

@@ -1,7 +1,9 @@
 """A NumPy-backed stand-in for the parts of CuPy that aesara_bincount uses.
 
-Test code only.  Arrays are :class:`ndarray`, a NumPy subclass whose
-``data.ptr`` is the host address of element 0; with ``FAKE_CUDA`` pointing
+Test code only.  Arrays are :class:`ndarray`, a wrapper of a NumPy array
+(not a subclass) whose ``data.ptr`` is the host address of element 0, and
+which refuses implicit conversion to NumPy as CuPy 13 does
+(``numpy.asarray(a)`` raises TypeError); with ``FAKE_CUDA`` pointing
 at tests/gpu_emu's fake libcuda, the CUDA kernels run on CPU threads over
 this memory.  ``get()`` and ``asnumpy`` count as a synchronization (``counters["sync"]``)
 and a device-to-host copy (``counters["d2h"]``); ``counters["alloc"]``
@@ -98,38 +100,78 @@ class _Memory:
 
     def __init__(self, array, offset=0):
         self._owner = array
-        self.ptr = array.__array_interface__["data"][0] + offset
-        self.device_id = getattr(array, "_device", 0)
+        self.ptr = array._a.__array_interface__["data"][0] + offset
+        self.device_id = array._device
 
     def __add__(self, offset):
-        return _Memory(self._owner, self.ptr - self._owner.__array_interface__["data"][0] + int(offset))
+        return _Memory(self._owner, self.ptr - self._owner._a.__array_interface__["data"][0] + int(offset))
 
     def copy_from_device_async(self, src, nbytes, stream=None):
         ctypes.memmove(self.ptr, src.ptr, nbytes)
 
 
-class ndarray(_np.ndarray):
-    """A "device" array: NumPy memory with CuPy's attributes.
+_IMPLICIT = (
+    "Implicit conversion to a NumPy array is not allowed. "
+    "Please use `.get()` to construct a NumPy array explicitly."
+)
+
+
+def _unwrap(x, strict=True):
+    """The NumPy array behind a fake CuPy array (in tuples, lists and dicts
+    too); a NumPy array refused when ``strict``, as CuPy refuses to mix host
+    and device arrays in one operation."""
+    if isinstance(x, ndarray):
+        return x._a
+    if strict and isinstance(x, _np.ndarray):
+        raise TypeError(f"Unsupported type {type(x)}")
+    if isinstance(x, (tuple, list)):
+        return type(x)(_unwrap(v, strict) for v in x)
+    if isinstance(x, dict):
+        return {k: _unwrap(v, strict) for k, v in x.items()}
+    return x
+
+
+def _wrap(x, device):
+    """NumPy results as fake CuPy arrays (NumPy scalars as 0-d arrays, as CuPy
+    gives them); anything else as is."""
+    if isinstance(x, _np.ndarray):
+        a = object.__new__(ndarray)
+        a._a, a._device = x.view(_np.ndarray), device
+        return a
+    if isinstance(x, _np.generic):
+        return _wrap(_np.asarray(x), device)
+    if isinstance(x, tuple):
+        return tuple(_wrap(v, device) for v in x)
+    return x
+
+
+class ndarray:
+    """A "device" array: NumPy memory behind CuPy's interface.
 
     ``ndarray(shape, dtype)`` allocates, as CuPy does; ``ndarray(shape,
     dtype, memptr=a.data + k, strides=...)`` views the memory of the
     C-contiguous ``a`` from byte ``k`` on, at any offset (a misaligned view
     when ``k`` is not a multiple of the itemsize).
+
+    As CuPy 13's arrays, it is not a NumPy array and refuses implicit
+    conversion to one: ``numpy.asarray(a)`` raises TypeError
+    (``__array__``), and so do NumPy functions and operators that mix it with
+    NumPy arrays; ``get()``, ``cupy.asnumpy`` and ``tolist()`` copy to the
+    host.  NumPy ufuncs and functions of fake CuPy arrays only give fake CuPy
+    arrays (CuPy's ``__array_ufunc__`` and ``__array_function__``).
     """
+
+    __slots__ = ("_a", "_device", "__weakref__")
 
     def __new__(cls, shape, dtype=float, memptr=None, strides=None, order="C"):
         if memptr is None:
             return _new(shape, dtype, order)
         owner = memptr._owner
-        raw = _np.asarray(owner).view(_np.ndarray).reshape(-1).view(_np.uint8)
+        raw = owner._a.reshape(-1).view(_np.uint8)
         offset = memptr.ptr - raw.__array_interface__["data"][0]
-        a = _np.ndarray.__new__(cls, shape, dtype, buffer=raw, offset=offset, strides=strides)
-        a._device = getattr(owner, "_device", _current_device())
-        return a
+        return _wrap(_np.ndarray(shape, dtype, buffer=raw, offset=offset, strides=strides), owner._device)
 
-    def __array_finalize__(self, obj):
-        self._device = getattr(obj, "_device", _current_device())
-
+    # -- what CuPy has of its own
     @property
     def data(self):
         return _Memory(self)
@@ -143,10 +185,114 @@ class ndarray(_np.ndarray):
         # device-to-host copy.
         counters["sync"] += 1
         counters["d2h"] += 1
-        return _np.array(self, copy=True).view(_np.ndarray)
+        return _np.array(self._a, copy=True)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(_IMPLICIT)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        try:
+            inputs, kwargs = _unwrap(inputs), _unwrap(kwargs)
+        except TypeError:
+            return NotImplemented
+        return _wrap(getattr(ufunc, method)(*inputs, **kwargs), self._device)
 
     def __array_function__(self, func, types, args, kwargs):
-        return super().__array_function__(func, types, args, kwargs)
+        try:
+            args, kwargs = _unwrap(args), _unwrap(kwargs)
+        except TypeError:
+            return NotImplemented
+        return _wrap(func(*args, **kwargs), self._device)
+
+    def __reduce__(self):
+        return (_rebuild, (_np.array(self._a, copy=True), self._device))
+
+    # -- NumPy's interface, on device arrays
+    @property
+    def __cuda_array_interface__(self):
+        a = self._a
+        return {"shape": a.shape, "typestr": a.dtype.str, "data": (self.data.ptr, False),
+                "strides": None if a.flags.c_contiguous else a.strides, "version": 3}  # fmt: skip
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # NumPy's __array_interface__ and the like: not CuPy's
+            raise AttributeError(name)
+        value = getattr(self._a, name)
+        if not callable(value):
+            return _wrap(value, self._device)
+        if name in ("item", "tolist", "tobytes"):
+            return value
+
+        def method(*args, **kwargs):
+            return _wrap(value(*_unwrap(args, False), **_unwrap(kwargs, False)), self._device)
+
+        return method
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key, False)], self._device)
+
+    def __setitem__(self, key, value):
+        self._a[_unwrap(key, False)] = _unwrap(value, False)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return repr(self._a).replace("array(", "fakecupy.array(", 1)
+
+    def __str__(self):
+        return str(self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'cupy.ndarray'")
+
+
+def _operator(name):
+    def op(self, *args):
+        try:
+            result = getattr(self._a, name)(*_unwrap(args))
+        except TypeError:
+            if any(isinstance(a, _np.ndarray) for a in args):
+                raise TypeError(f"Unsupported type {[type(a) for a in args]}") from None
+            raise
+        if result is NotImplemented:
+            return result
+        return self if name.startswith("__i") and name != "__invert__" else _wrap(result, self._device)
+
+    op.__name__ = name
+    return op
+
+
+for _name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+    "lshift", "rshift",
+):  # fmt: skip
+    for _form in ("__%s__", "__r%s__", "__i%s__"):
+        setattr(ndarray, _form % _name, _operator(_form % _name))
+for _name in ("__neg__", "__pos__", "__abs__", "__invert__", "__eq__", "__ne__", "__lt__", "__le__",
+              "__gt__", "__ge__"):  # fmt: skip
+    setattr(ndarray, _name, _operator(_name))
+
+
+def _rebuild(host, device):
+    out = _new(host.shape, host.dtype, device=device)
+    out._a[...] = host
+    return out
 
 
 class _Block:
@@ -315,58 +461,63 @@ def _check(nbytes):
     counters["alloc"] += 1
 
 
-def _new(shape, dtype, order="C"):
+def _new(shape, dtype, order="C", device=None):
     """An uninitialised device array from the pool."""
     dtype = _np.dtype(dtype)
     shape = (shape,) if _np.isscalar(shape) else tuple(shape)
     count = int(_np.prod(shape, dtype=_np.int64))
     _check(count * dtype.itemsize)
     raw = _pool.malloc(count * dtype.itemsize)
-    a = raw.view(dtype).reshape(shape, order=order)
-    return a.view(ndarray)
+    return _wrap(raw.view(dtype).reshape(shape, order=order), _current_device() if device is None else device)
 
 
 def empty(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
     # Garbage, so that code relying on zeroed memory fails (through a 1-d view:
     # NumPy cannot view a 0-d array as bytes).
-    a.reshape(-1).view(_np.uint8)[...] = 0xA7
+    a._a.reshape(-1).view(_np.uint8)[...] = 0xA7
     return a
 
 
 def zeros(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
-    a[...] = 0
+    a._a[...] = 0
     return a
 
 
 def asarray(a, dtype=None):
-    if isinstance(a, ndarray) and (dtype is None or a.dtype == dtype):
-        return a
+    """A device array of ``a``: itself when it is one of ``dtype``, else a copy
+    (from the host for NumPy arrays and Python values)."""
+    if isinstance(a, ndarray):
+        if dtype is None or a.dtype == dtype:
+            return a
+        a = a._a
     host = _np.asarray(a, dtype=dtype)
     out = _new(host.shape, host.dtype)
-    out[...] = host
+    out._a[...] = host
     return out
 
 
 def array(a, dtype=None, copy=True):
     if isinstance(a, ndarray) and not copy and (dtype is None or a.dtype == dtype):
         return a
-    return asarray(_np.array(a, dtype=dtype, copy=True))
+    return asarray(_np.array(_unwrap(a, False), dtype=dtype, copy=True))
 
 
 def asnumpy(a):
+    """A NumPy copy of a device array (its ``get()``, as CuPy's), anything
+    else through numpy.asarray."""
     if isinstance(a, ndarray):
-        return a.get()  # CuPy's asnumpy of a device array is its get()
-    return _np.array(a, copy=True).view(_np.ndarray)
+        return a.get()
+    return _np.asarray(a)
 
 
 def may_share_memory(a, b):
-    return _np.may_share_memory(a, b)
+    return _np.may_share_memory(_unwrap(a), _unwrap(b))
 
 
 def shares_memory(a, b):
-    return _np.shares_memory(a, b)
+    return _np.shares_memory(_unwrap(a), _unwrap(b))
 
 
 def arange(*args, **kwargs):
@@ -382,15 +533,15 @@ def empty_like(a):
 
 
 def bincount(x, weights=None, minlength=0):
-    return asarray(_np.bincount(_np.asarray(x), None if weights is None else _np.asarray(weights), minlength))
+    return asarray(_np.bincount(_unwrap(x), None if weights is None else _unwrap(weights), minlength))
 
 
 def exp(a):
-    return asarray(_np.exp(_np.asarray(a)))
+    return asarray(_np.exp(_unwrap(a)))
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return asarray(_np.allclose(_np.asarray(a), _np.asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return asarray(_np.allclose(_unwrap(a), _unwrap(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def get_default_memory_pool():
