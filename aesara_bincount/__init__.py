@@ -17,6 +17,8 @@ from aesara_bincount.fusion_rewriting import local_bincount_fusion
 from aesara_bincount_core.fused import FusedBincount
 from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
 from aesara_bincount.bool_scatter import BoolScatterAddRefused, local_bool_scatter_add
+from aesara_bincount.multi_index import local_multi_index_scatter_add, match_multi_index
+from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount.scatter_rewriting import (
     ScatterAddMatch,
     local_inplace_scatter_add,

@@ -21,6 +21,7 @@ __all__ = [
     "ONTO",
     "shape_text",
     "reference_scatter_add",
+    "reference_linear_index",
 ]
 
 #: dtypes accepted for ``x`` (the values or indices).
@@ -253,3 +254,55 @@ def reference_scatter_add(base, increments, idx, *, onto: str = "base", inplace:
         rows[rows < 0] += nrows
     np.add.at(out, rows, np.broadcast_to(increments.astype(dtype, copy=False), target))
     return out
+
+
+# -- several index arrays (LinearIndex) ----------------------------------------
+def reference_linear_index(dims, indices):
+    """NumPy reference of :class:`~aesara_bincount_core.linear_index.LinearIndex`.
+
+    Parameters
+    ----------
+    dims : sequence of K non-negative ints
+        The sizes of the K leading axes that the index arrays index.
+    indices : sequence of K integer ndarrays
+        Broadcast together, NumPy style, to the shape ``B``.
+
+    Returns
+    -------
+    flat : ndarray, shape ``(prod(B),)``, int64
+        ``numpy.ravel_multi_index`` of the indices (each wrapped once when
+        negative) in C order of ``B``: the row of ``base.reshape(prod(dims),
+        *rest)`` that ``base[idx_0, ..., idx_{K-1}]`` names.
+    bshape : ndarray, shape ``(len(B),)``, int64
+        ``B``.
+
+    Raises
+    ------
+    IndexError
+        Shapes that do not broadcast (``BC_MSG_INDEX_BCAST``); an index
+        outside ``[-d_a, d_a)`` (``BC_MSG_AXIS_INDEX``): the first bad one,
+        in C order of ``B``, of the first axis that has one, with its value,
+        its position and the axis.
+    """
+    indices = [np.asarray(i) for i in indices]
+    try:
+        bcast = np.broadcast_arrays(*indices)
+    except ValueError:
+        raise IndexError(_msg("BC_MSG_INDEX_BCAST", " ".join(shape_text(i.shape) for i in indices)))
+    bshape = bcast[0].shape if bcast else ()
+    flat = np.zeros(int(np.prod(bshape, dtype=np.int64)), dtype=np.int64)
+    for axis, (d, ix) in enumerate(zip(dims, bcast)):
+        d = int(d)
+        ix = ix.reshape(-1)
+        if ix.dtype.kind == "i":
+            wide = ix.astype(np.int64)
+            bad = np.flatnonzero((wide < -d) | (wide >= d))
+        else:
+            bad = np.flatnonzero(ix.astype(np.uint64) >= np.uint64(d))
+        if bad.size:
+            i = int(bad[0])
+            raise IndexError(_msg("BC_MSG_AXIS_INDEX", str(int(ix[i])), i, axis, d))
+        rows = ix.astype(np.int64)
+        rows[rows < 0] += d
+        flat = flat * d + rows
+    return flat, np.asarray(bshape, dtype=np.int64)
