@@ -78,12 +78,12 @@ def _is_full_slice(v: Variable) -> bool:
     return s.start is None and s.stop is None and s.step is None
 
 
-def match_multi_index(node, min_indices: int = 2) -> Optional[MultiIndexMatch]:
+def match_multi_index(node, min_indices: int = 2, dtypes=OUT_DTYPES) -> Optional[MultiIndexMatch]:
     """Recognise ``AdvancedIncSubtensor(base, y, idx_0, ..., idx_{K-1}, :, ..., :)``.
 
     Matches K >= ``min_indices`` integer index tensors (int8 ... uint64, any
     number of dimensions) on the leading axes, then only full slices, an
-    output dtype of :data:`~aesara_bincount_core.semantics.OUT_DTYPES`, an
+    output dtype of ``dtypes`` (:data:`~aesara_bincount_core.semantics.OUT_DTYPES`), an
     increment ``y`` that is not complex, and not ``ignore_duplicates``.
 
     Returns
@@ -101,26 +101,26 @@ def match_multi_index(node, min_indices: int = 2) -> Optional[MultiIndexMatch]:
     if k < min_indices or not all(_is_full_slice(e) for e in entries[k:]):
         return None
     out_dtype = node.outputs[0].type.dtype
-    if out_dtype not in OUT_DTYPES or y.type.dtype.startswith("complex") or len(indices) > base.type.ndim:
+    if out_dtype not in dtypes or y.type.dtype.startswith("complex") or len(indices) > base.type.ndim:
         return None
     increments = y if y.type.dtype == out_dtype else cast(y, out_dtype)
     return MultiIndexMatch(base, increments, indices, bool(op.set_instead_of_inc))
 
 
-def rows_of_multi_index(match: MultiIndexMatch):
+def rows_of_multi_index(match: MultiIndexMatch, zeros_base: bool = True):
     """The flat-row form of ``match``: what a scatter or gather of rows needs.
 
     Returns
     -------
     (shape, rows_shape, increments, flat)
         ``shape``: the base's shape, one scalar per dimension (its zeros'
-        shape when the base is zeros); ``rows_shape``: ``(prod(shape[:K]),
+        shape when the base is zeros and ``zeros_base``); ``rows_shape``: ``(prod(shape[:K]),
         *shape[K:])``; ``increments``: broadcastable to ``(len(flat),
         *shape[K:])``; ``flat``: the checked int64 rows of
         :class:`~aesara_bincount_core.linear_index.LinearIndex`.
     """
     base, k = match.base, len(match.indices)
-    zshape = zeros_shape(base)
+    zshape = zeros_shape(base) if zeros_base else None
     if zshape is None:
         zshape = [base.shape[d] for d in range(base.type.ndim)]
     shape = [as_tensor_variable(s) for s in zshape]

@@ -22,6 +22,8 @@ __all__ = [
     "shape_text",
     "reference_scatter_add",
     "reference_linear_index",
+    "SET_DTYPES",
+    "reference_scatter_set",
 ]
 
 #: dtypes accepted for ``x`` (the values or indices).
@@ -306,3 +308,58 @@ def reference_linear_index(dims, indices):
         rows[rows < 0] += d
         flat = flat * d + rows
     return flat, np.asarray(bshape, dtype=np.int64)
+
+
+# -- the scatter-set of rows (ScatterSet) --------------------------------------
+#: dtypes of a scatter-set's base and values (elements are copied: bool too).
+SET_DTYPES = OUT_DTYPES + ("bool",)
+
+
+def reference_scatter_set(base, values, rows, *, inplace: bool = False):
+    """NumPy reference of :class:`~aesara_bincount_core.scatter_set.ScatterSet`.
+
+    ``out = base.copy(); out[rows] = values``, where with duplicate rows the
+    last one in index order wins, with the checks, messages and order of
+    errors of the C code (rows first, then the values' shape; nothing is
+    written on error).
+
+    Parameters
+    ----------
+    base : ndarray, shape ``(V, *rest)``
+    values : ndarray
+        Broadcastable, NumPy style, to ``(len(rows), *rest)``; cast to
+        ``base.dtype``.
+    rows : ndarray, shape ``(N,)``, integer dtype
+        A negative row wraps once.
+    inplace : bool
+        Write into ``base`` itself.
+
+    Returns
+    -------
+    ndarray, shape ``(V, *rest)``, dtype ``base.dtype``
+
+    Raises
+    ------
+    IndexError
+        A row outside ``[-V, V)``, naming the first one and its position.
+    ValueError
+        Values that cannot be broadcast to ``(N, *rest)``.
+    """
+    base, values, rows = np.asarray(base), np.asarray(values), np.asarray(rows)
+    nrows = base.shape[0]
+    wide = rows.astype(np.int64)
+    bad = np.flatnonzero((wide < -nrows) | (wide >= nrows))
+    if bad.size:
+        i = int(bad[0])
+        raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(rows[i])), i, nrows))
+    target = (rows.shape[0],) + base.shape[1:]
+    lead = len(target) - values.ndim
+    if lead < 0 or any(d not in (1, t) for d, t in zip(values.shape, target[lead:])):
+        raise ValueError(_msg("BC_MSG_ROWS_BCAST", shape_text(values.shape), shape_text(target)))
+    out = base if inplace else base.copy()
+    wide = np.where(wide < 0, wide + nrows, wide)
+    # The last occurrence of each row, so that the last one in index order wins.
+    _, first_of_reversed = np.unique(wide[::-1], return_index=True)
+    keep = np.sort(len(wide) - 1 - first_of_reversed)
+    out[wide[keep]] = np.broadcast_to(values.astype(base.dtype, copy=False), target)[keep]
+    return out
