@@ -8,6 +8,9 @@ place (``HostFromGpu(gw)`` becomes ``gw``), host weights are copied once per
 call (``GpuFromHost``).  The output type is unchanged, and the host-side
 ``Max`` and transfer of ``x`` lose their last client and disappear.
 ``Assert``\\ s around ``x`` (``assert_nonneg=True``) are kept, on the result.
+A scatter-add (``mode="scatter"``) whose weights come from the GPU but whose
+indices are on the host (the gradient of ``B[i]`` for a GPU vector ``B``)
+runs on the GPU too: the indices are copied there once per call.
 
 :func:`local_gpu_scatter_add` does the same for the scatter-add of rows:
 ``ScatterAdd(HostFromGpu(gbase), y, idx)`` becomes
@@ -71,7 +74,12 @@ def local_gpu_bincount(fgraph, node):
         return False
     found = _gpu_source(node.inputs[0])
     if found is None:
-        return False
+        # A scatter-add of GPU increments with host indices (the gradient of
+        # B[i], B a GPU vector, i a host lvector): the indices are copied to
+        # the GPU once per call, as for the scatter-add of rows onto zeros.
+        if node.op.mode != "scatter" or len(node.inputs) < 3 or _from_gpu(node.inputs[2]) is None:
+            return False
+        found = gpu_from_host(node.inputs[0]), []
     gx, asserts = found
     inputs = [gx, node.inputs[1]]
     if len(node.inputs) > 2:
