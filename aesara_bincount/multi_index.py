@@ -129,8 +129,9 @@ def rows_of_multi_index(match: MultiIndexMatch, zeros_base: bool = True):
     flat, bshape = LinearIndex()(stack(shape[:k]), *match.indices)
     inc = match.increments
     bnd = max(i.type.ndim for i in match.indices)
-    if bnd >= 2:
-        # Broadcast to the indexed shape (*B, *rest), then one row per index.
+    if bnd >= 2 and inc.type.ndim > len(rest):
+        # Broadcast to the indexed shape (*B, *rest), then one row per index
+        # (increments of at most len(rest) dimensions broadcast as they are).
         full = [bshape[j] for j in range(bnd)] + rest
         inc = broadcast_to(inc, full).reshape([flat.shape[0]] + rest, ndim=1 + len(rest))
     rows_shape = [prod(stack(shape[:k]), dtype="int64")] + rest
