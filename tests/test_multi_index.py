@@ -172,6 +172,12 @@ def test_out_of_range_on_the_second_axis_only_writes_nothing():
         f(np.array([0, 1]), np.array([0, -4]))
     with pytest.raises(IndexError, match=r"index 4 at position 0 .* axis 0 with size 4"):
         f(np.array([4, 1]), np.array([5, 0]))  # axis 0 first, as numpy
+    with pytest.raises(IndexError, match=r"index 9 at position 1 .* axis 0 with size 4"):
+        f(np.array([0, 9]), np.array([7, 0]))  # axis 0's, though axis 1's comes first
+    big = np.zeros(5000, dtype="int64")
+    big[4500] = -5  # in a later block of the one pass
+    with pytest.raises(IndexError, match=r"index -5 at position 4500 .* axis 0 with size 4"):
+        f(big, np.zeros(5000, dtype="int64"))
     np.testing.assert_array_equal(W.get_value(), before)
     f(np.array([3]), np.array([-1]))  # the function still works
     before[3, 2] += 1.0
