@@ -14,6 +14,7 @@ from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
 from aesara_bincount.fusion_rewriting import local_bincount_fusion
+from aesara_bincount.fusion_views import local_bincount_flatten_elemwise
 from aesara_bincount_core.fused import FusedBincount
 from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
 from aesara_bincount.bool_scatter import BoolScatterAddRefused, local_bool_scatter_add

@@ -1,0 +1,106 @@
+"""``bincount_fusion`` through a flatten: ``bincount((a + b).flatten())`` fuses too.
+
+:func:`local_bincount_flatten_elemwise` runs in the ``bincount_fusion`` pass
+(:data:`~aesara_bincount.fusion_rewriting.fusion_db`, position 49.2), just
+before :func:`~aesara_bincount.fusion_rewriting.local_bincount_fusion`.  It
+moves a ``Reshape`` to one dimension (``flatten``, ``reshape(-1)``) of an
+``Elemwise`` below it, onto the Elemwise's inputs::
+
+    Bincount(Reshape{1}(Elemwise(a, b, s)), n, w)
+    -> Bincount(Elemwise(Reshape{1}(a), Reshape{1}(b), s'), n, w)
+
+which is the same array when ``a`` and ``b`` have the Elemwise's shape
+(an ``Assert`` checks that they have the same shape when the function
+runs, as the Elemwise would: two arrays of other shapes but the same size
+must not be paired silently) and ``s`` has one element (a scalar,
+``theta[None, None]``; it becomes a ``(1,)`` vector).  The flatten of a
+C-contiguous input is a view, so ``local_bincount_fusion`` then computes
+the values in the histogram pass and the flattened array is never written.
+A ``DimShuffle`` of an Elemwise needs nothing here: Aesara's
+``local_dimshuffle_lift`` (canonicalize) already moves it onto the inputs.
+
+Inputs that broadcast along some axes only (``base[:, None] + idx``) are
+left alone: flattening them would write the broadcast array, no saving.
+The same for an Elemwise or a Reshape that has other clients.  The weights
+are taken the same way as ``x``.
+"""
+import numpy as np
+from aesara.graph.basic import Constant
+from aesara.graph.rewriting.basic import in2out, node_rewriter
+from aesara.tensor.basic import constant
+from aesara.raise_op import Assert
+from aesara.tensor.elemwise import Elemwise
+from aesara.tensor.math import all as at_all
+from aesara.tensor.math import eq
+from aesara.tensor.shape import Reshape
+
+from aesara_bincount.fusion_rewriting import _only_client, fusion_db
+from aesara_bincount.rewriting import replacement_for
+from aesara_bincount_core.op import Bincount
+
+__all__ = ["local_bincount_flatten_elemwise"]
+
+_SAME_SHAPE = "bincount: the inputs of a flattened elementwise x or weights must have the same shape"
+
+
+def _flattened(fgraph, node, v):
+    """``v`` with its ``Reshape{1}`` of an Elemwise moved onto the inputs, else None."""
+    if v.owner is None or not isinstance(v.owner.op, Reshape) or v.type.ndim != 1:
+        return None
+    if not _only_client(fgraph, v, node):
+        return None
+    e = v.owner.inputs[0]
+    enode = e.owner
+    if enode is None or not isinstance(enode.op, Elemwise) or len(enode.outputs) != 1:
+        return None
+    if enode.op.inplace_pattern or e.type.ndim < 2 or not _only_client(fgraph, e, v.owner):
+        return None
+    full, args = [], []
+    for i in enode.inputs:
+        if all(i.type.broadcastable):
+            one = constant(np.reshape(i.data, (1,))) if isinstance(i, Constant) else i.reshape((1,), ndim=1)
+            args.append(one)
+        elif not any(i.type.broadcastable):
+            full.append(i)
+            args.append(None)
+        else:
+            return None  # broadcast along some axes only
+    if not full:
+        return None
+    # The Elemwise would refuse full inputs of different shapes; so does the Assert.
+    checked = [full[0]]
+    for other in full[1:]:
+        checked.append(Assert(_SAME_SHAPE)(other, at_all(eq(other.shape, full[0].shape))))
+    # Each input reshaped by the same shape as the Elemwise was: the same errors.
+    shape = v.owner.inputs[1]
+    flat = iter(Reshape(1)(c, shape) for c in checked)
+    args = [a if a is not None else next(flat) for a in args]
+    out = enode.op(*args)
+    return out if out.type.dtype == v.type.dtype else None
+
+
+@node_rewriter([Bincount])
+def local_bincount_flatten_elemwise(fgraph, node):
+    """Move a flatten of an elementwise ``x`` or weights of ``Bincount`` onto its inputs (see the module notes)."""
+    if type(node.op) is not Bincount:
+        return False
+    inputs = list(node.inputs)
+    changed = False
+    for k in (0, 2):
+        if k < len(inputs):
+            new = _flattened(fgraph, node, inputs[k])
+            if new is not None:
+                inputs[k] = new
+                changed = True
+    if not changed:
+        return False
+    return replacement_for(node.outputs[0], node.op(*inputs))
+
+
+fusion_db.register(
+    "local_bincount_flatten_elemwise",
+    in2out(local_bincount_flatten_elemwise, name="bincount_flatten_elemwise"),
+    "fast_run",
+    "bincount",
+    position=-1,
+)
