@@ -20,7 +20,7 @@ from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
 from aesara_bincount.bool_scatter import BoolScatterAddRefused, local_bool_scatter_add
 from aesara_bincount.multi_index import local_multi_index_scatter_add, match_multi_index
 from aesara_bincount_core.linear_index import LinearIndex
-from aesara_bincount.scatter_set_rewriting import local_inplace_scatter_set, local_scatter_set
+from aesara_bincount.scatter_set_rewriting import local_scatter_set
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount.scatter_rewriting import (
     ScatterAddMatch,
@@ -65,7 +65,6 @@ __all__ = [
     "match_multi_index",
     "ScatterSet",
     "local_scatter_set",
-    "local_inplace_scatter_set",
     "gpu",
     "__version__",
 ]

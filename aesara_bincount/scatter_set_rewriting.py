@@ -1,6 +1,6 @@
 """Integer-index sets, ``set_subtensor(W[idx], v)``, become :class:`~aesara_bincount_core.scatter_set.ScatterSet`.
 
-Importing :mod:`aesara_bincount` registers two rewrites (tags ``fast_run``,
+Importing :mod:`aesara_bincount` registers a rewrite (tags ``fast_run``,
 ``bincount``, ``cxx_only``):
 
 - ``local_scatter_set`` in ``optdb["specialize"]`` (position 2): Aesara's
@@ -15,12 +15,11 @@ Importing :mod:`aesara_bincount` registers two rewrites (tags ``fast_run``,
   ``(prod(leading), *rest)`` (a view), in index order: with duplicate
   indices the last one wins, as numpy's assignment does, and nothing is
   written on error.
-- ``local_inplace_scatter_set``, a pass at position 60 (tag ``inplace``
-  too): ``ScatterSet`` writes into its base where Aesara's destroy handler
-  allows it.
+- :func:`~aesara_bincount.scatter_rewriting.local_inplace_scatter_add`
+  (position 60, tag ``inplace`` too) makes ``ScatterSet`` write into its
+  base where Aesara's destroy handler allows it.
 """
-from aesara.compile import optdb
-from aesara.graph.rewriting.basic import WalkingGraphRewriter, copy_stack_trace, node_rewriter
+from aesara.graph.rewriting.basic import node_rewriter
 from aesara.tensor.basic import cast
 from aesara.tensor.rewriting.basic import register_specialize
 from aesara.tensor.subtensor import AdvancedIncSubtensor, AdvancedIncSubtensor1
@@ -30,7 +29,7 @@ from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount_core.semantics import INDEX_DTYPES, SET_DTYPES
 
-__all__ = ["match_scatter_set", "local_scatter_set", "local_inplace_scatter_set"]
+__all__ = ["match_scatter_set", "local_scatter_set"]
 
 
 def match_scatter_set(node):
@@ -70,24 +69,3 @@ def local_scatter_set(fgraph, node):
         view = match.base.reshape(rows_shape, ndim=len(rows_shape))
         out = ScatterSet()(view, values, flat).reshape(shape, ndim=len(shape))
     return replacement_for(node.outputs[0], out)
-
-
-@node_rewriter([ScatterSet], inplace=True)
-def local_inplace_scatter_set(fgraph, node):
-    """Make ``ScatterSet`` write into its base, where the destroy handler allows it (position 60)."""
-    if not isinstance(node.op, ScatterSet) or node.op.inplace:
-        return False
-    new = node.op.clone_inplace()(*node.inputs)
-    copy_stack_trace(node.outputs, new)
-    return [new]
-
-
-optdb.register(
-    "local_inplace_scatter_set",
-    WalkingGraphRewriter(local_inplace_scatter_set, failure_callback=WalkingGraphRewriter.warn_inplace),
-    "fast_run",
-    "inplace",
-    "bincount",
-    "cxx_only",
-    position=60,
-)

@@ -1,13 +1,13 @@
 """The :class:`LinearIndex` Op: several integer index arrays made one flat row index, checked."""
 from aesara.gradient import DisconnectedType
 from aesara.graph.basic import Apply
-from aesara.tensor import get_vector_length
 from aesara.tensor.basic import as_tensor_variable, cast, constant
 from aesara.tensor.extra_ops import broadcast_shape
 from aesara.tensor.math import prod
 from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.c_file_op import CFileOp
+from aesara_bincount_core.scatter_add import static_length_vector
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_linear_index
 
 __all__ = ["LinearIndex", "linear_index"]
@@ -76,13 +76,7 @@ class LinearIndex(CFileOp):
 
     def make_node(self, dims, *indices):
         name = type(self).__name__
-        dims = as_tensor_variable(dims)
-        if dims.type.ndim != 1 or dims.type.dtype not in INDEX_DTYPES:
-            raise TypeError(f"{name}: dims must be an integer vector, got {dims.type}")
-        try:
-            k = get_vector_length(dims)
-        except ValueError:
-            raise TypeError(f"{name}: dims must have a static length, got {dims.type}")
+        dims, k = static_length_vector(dims, f"{name}: dims")
         indices = [as_tensor_variable(i) for i in indices]
         if k < 1 or k != len(indices):
             raise TypeError(f"{name}: dims has length {k} for {len(indices)} index arrays")

@@ -35,7 +35,7 @@ class ScatterSet(CFileOp):
     ----------
     inplace : bool, optional
         Write into the base itself (``destroy_map = {0: [0]}``); the rewrite
-        ``local_inplace_scatter_set`` (position 60) sets it where Aesara
+        ``local_inplace_scatter_add`` (position 60) sets it where Aesara
         allows it.
 
     Notes

@@ -41,6 +41,23 @@ def _msg(name: str, *args) -> str:
     return messages()[name] % args
 
 
+def _first_out_of_range(idx: np.ndarray, n: int) -> Optional[int]:
+    """Position of the first index of ``idx`` outside ``[-n, n)`` (unsigned: ``[0, n)``), else None."""
+    if idx.dtype.kind == "i":
+        wide = idx.astype(np.int64)
+        bad = np.flatnonzero((wide < -n) | (wide >= n))
+    else:
+        bad = np.flatnonzero(idx.astype(np.uint64) >= np.uint64(n))
+    return int(bad[0]) if bad.size else None
+
+
+def _check_rows_broadcast(increments: np.ndarray, target) -> None:
+    """Raise ``BC_MSG_ROWS_BCAST`` unless ``increments`` broadcast, NumPy style, to ``target``."""
+    lead = len(target) - increments.ndim
+    if lead < 0 or any(d not in (1, t) for d, t in zip(increments.shape, target[lead:])):
+        raise ValueError(_msg("BC_MSG_ROWS_BCAST", shape_text(increments.shape), shape_text(target)))
+
+
 def _physical_memory() -> Optional[int]:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -129,14 +146,8 @@ def reference_bincount(
 
     # Find the first refused value with Python ints, so that nothing overflows.
     if scatter:
-        if x.dtype.kind == "i":
-            xi = x.astype(np.int64)
-            bad = (xi < -n) | (xi >= n)
-        else:
-            bad = x.astype(np.uint64) >= np.uint64(n)
-        bad = np.flatnonzero(bad)
-        if bad.size:
-            i = int(bad[0])
+        i = _first_out_of_range(x, n)
+        if i is not None:
             raise IndexError(_msg("BC_MSG_INDEX", str(int(x[i])), i, n))
         idx = x.astype(np.intp)
         if x.dtype.kind == "i":
@@ -231,22 +242,11 @@ def reference_scatter_add(base, increments, idx, *, onto: str = "base", inplace:
         base = np.asarray(base)
         shape, dtype = base.shape, base.dtype
     nrows = shape[0]
-    if idx.dtype.kind == "i":
-        wide = idx.astype(np.int64)
-        bad = np.flatnonzero((wide < -nrows) | (wide >= nrows))
-    else:
-        bad = np.flatnonzero(idx.astype(np.uint64) >= np.uint64(nrows))
-    if bad.size:
-        i = int(bad[0])
+    i = _first_out_of_range(idx, nrows)
+    if i is not None:
         raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(idx[i])), i, nrows))
     target = (idx.shape[0],) + tuple(shape[1:])
-    lead = len(target) - increments.ndim
-    if lead < 0 or any(
-        d not in (1, t) for d, t in zip(increments.shape, target[lead:])
-    ):
-        raise ValueError(
-            _msg("BC_MSG_ROWS_BCAST", shape_text(increments.shape), shape_text(target))
-        )
+    _check_rows_broadcast(increments, target)
     if onto == "zeros":
         out = np.zeros(shape, dtype=dtype)
     else:
@@ -296,13 +296,8 @@ def reference_linear_index(dims, indices):
     for axis, (d, ix) in enumerate(zip(dims, bcast)):
         d = int(d)
         ix = ix.reshape(-1)
-        if ix.dtype.kind == "i":
-            wide = ix.astype(np.int64)
-            bad = np.flatnonzero((wide < -d) | (wide >= d))
-        else:
-            bad = np.flatnonzero(ix.astype(np.uint64) >= np.uint64(d))
-        if bad.size:
-            i = int(bad[0])
+        i = _first_out_of_range(ix, d)
+        if i is not None:
             raise IndexError(_msg("BC_MSG_AXIS_INDEX", str(int(ix[i])), i, axis, d))
         rows = ix.astype(np.int64)
         rows[rows < 0] += d
@@ -347,16 +342,13 @@ def reference_scatter_set(base, values, rows, *, inplace: bool = False):
     """
     base, values, rows = np.asarray(base), np.asarray(values), np.asarray(rows)
     nrows = base.shape[0]
-    wide = rows.astype(np.int64)
-    bad = np.flatnonzero((wide < -nrows) | (wide >= nrows))
-    if bad.size:
-        i = int(bad[0])
+    i = _first_out_of_range(rows, nrows)
+    if i is not None:
         raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(rows[i])), i, nrows))
     target = (rows.shape[0],) + base.shape[1:]
-    lead = len(target) - values.ndim
-    if lead < 0 or any(d not in (1, t) for d, t in zip(values.shape, target[lead:])):
-        raise ValueError(_msg("BC_MSG_ROWS_BCAST", shape_text(values.shape), shape_text(target)))
+    _check_rows_broadcast(values, target)
     out = base if inplace else base.copy()
+    wide = rows.astype(np.int64)
     wide = np.where(wide < 0, wide + nrows, wide)
     # The last occurrence of each row, so that the last one in index order wins.
     _, first_of_reversed = np.unique(wide[::-1], return_index=True)

@@ -115,16 +115,9 @@ int APPLY_SPECIFIC(cpu_scatter_set)(PyArrayObject *base, PyArrayObject *values,
                                 ndim, target, vst) != 0)
         goto fail;
 
-#if SS_INPLACE
-    if (PyArray_FailUnlessWriteable(base, "the base of an in-place scatter-set") < 0)
-        goto fail;
-    Py_INCREF(base);
-    res = base;
-#else
-    res = (PyArrayObject *)PyArray_NewCopy(base, NPY_CORDER);
+    res = sa_output_of_base(base, SS_INPLACE, "the base of an in-place scatter-set");
     if (res == NULL)
         goto fail;
-#endif
 
     /* The layout of a row: contiguous in out and in the values (one memcpy),
      * or one value repeated (all strides of the values 0 along a row). */

@@ -1,4 +1,4 @@
-"""Scatter-adds and gathers with several integer index arrays on GPU data (issue 30, item 1).
+"""Scatter forms of issue 30 on GPU data: several index arrays (item 1), host indices (item 3).
 
 ``LinearIndex`` checks the indices and makes them flat rows on the host
 (one pass, one copy of the rows to the GPU); the rows of the reshaped GPU
@@ -75,3 +75,44 @@ def test_gradient_of_picked_log_probabilities_of_a_gpu_matrix():
     want = np.zeros_like(Pv)
     np.add.at(want, (np.arange(4), yv), -1.0)
     np.testing.assert_allclose(to_host(f(yv)), want / Pv, rtol=1e-12)
+
+
+# -- a 1-D scatter-add of GPU increments with host indices (item 3) ------------------
+# grad(sum(B[i] ** 2), B), B a GPU vector, i a host lvector (a BPR recommender):
+# the indices are copied to the GPU once, not HostFromGpu, Bincount, GpuFromHost.
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradient_of_a_gpu_vector_with_host_indices_stays_on_the_gpu(dtype):
+    Bv = np.arange(6, dtype=dtype) - 2
+    B = gpu.shared(Bv.copy(), name="B")
+    i = at.lvector("i")
+    f = aesara.function([i], aesara.grad((B[i] ** 2).sum(), B))
+    ops = names(f)
+    assert any(o.startswith("Gpu") and o.endswith("Bincount") for o in ops), ops
+    assert "Bincount" not in ops and "HostFromGpu" not in ops, ops
+    assert ops.count("GpuFromHost") == 1, ops  # the one copy of i
+    iv = np.array([0, 5, 5, -1, 2, -6])
+    want = np.zeros(6, dtype=dtype)
+    np.add.at(want, iv, 2 * Bv[iv])
+    got = to_host(f(iv))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(IndexError, match="out of bounds"):
+        f(np.array([0, 6]))
+    np.testing.assert_array_equal(B.get_value(), Bv)
+    np.testing.assert_allclose(to_host(f(np.array([], dtype="int64"))), np.zeros(6, dtype=dtype))
+
+
+def test_update_of_a_gpu_vector_with_host_indices():
+    """The sparse SGD step ``B <- B - lr * grad``: no copy of B to the host."""
+    B = gpu.shared(np.ones(5, dtype="float32"), name="B")
+    i = at.ivector("i")
+    cost = (B[i] ** 2).sum()
+    f = aesara.function([i], [], updates={B: B - np.float32(0.25) * aesara.grad(cost, B)})
+    ops = names(f)
+    assert "Bincount" not in ops and "ScatterAdd" not in ops, ops
+    f(np.array([1, 1, 4], dtype="int32"))
+    want = np.ones(5, dtype="float32")
+    want[1] -= 0.25 * 4
+    want[4] -= 0.25 * 2
+    np.testing.assert_allclose(B.get_value(), want)
