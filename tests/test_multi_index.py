@@ -228,3 +228,37 @@ def test_the_python_implementation_matches():
     assert_same(f(yv, pv), expected(np.zeros((3, 3)), 1.0, yv, pv))
     with pytest.raises(IndexError, match=r"index -4 at position 1 .* axis 1 with size 3"):
         f(np.array([0, 1]), np.array([0, -4]))
+
+
+@pytest.mark.parametrize("set_", [False, True])
+def test_aesaras_advinc_cases(set_):
+    """The index and increment shapes of Aesara's own test_advinc_subtensor
+    (scalar indices among arrays, 2-D index arrays, increments of every rank
+    that broadcasts), for inc and set, against np.add.at and numpy assignment."""
+    from aesara.tensor.subtensor import AdvancedIncSubtensor
+
+    x_shp = (6, 5, 4, 3)
+    cases = [((0, [1, 3, 4], 1), (3, 3)), (([0, 1, 2], 0, [0, 1, 2]), (3, 4, 3)),
+             (([[0, 1], [2, 3]], [[0, 1], [2, 3]]), (2, 2, 4, 3)), (([1, -1, 1], [2, 2, -3]), (3, 4, 3))]
+    checked = 0
+    for idx, y_shps in cases:
+        for i in range(len(y_shps) + 1):
+            y_shp = y_shps[i:]
+            x_val = np.arange(np.prod(x_shp), dtype="float32").reshape(x_shp) + 1
+            y_val = np.arange(np.prod(y_shp), dtype="float32").reshape(y_shp) + 1
+            want = x_val.copy()
+            try:
+                if set_:
+                    want[idx] = y_val
+                else:
+                    np.add.at(want, idx, y_val)
+            except ValueError:
+                continue
+            y = at.tensor(dtype="float32", shape=(None,) * len(y_shp))
+            x = at.tensor(dtype="float32", shape=(None,) * 4)
+            expr = AdvancedIncSubtensor(set_instead_of_inc=set_)(x, y, *[at.as_tensor_variable(ix) for ix in idx])
+            f = aesara.function([x, y], expr)
+            assert LinearIndex in op_types(f), op_types(f)
+            assert_same(f(x_val, y_val), want)
+            checked += 1
+    assert checked >= 12
