@@ -46,7 +46,7 @@ from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
 
-__all__ = ["MultiIndexMatch", "match_multi_index", "rows_of_multi_index", "local_multi_index_scatter_add"]
+__all__ = ["MultiIndexMatch", "leading_index_arrays", "match_multi_index", "rows_of_multi_index", "local_multi_index_scatter_add"]
 
 
 @dataclass
@@ -78,6 +78,18 @@ def _is_full_slice(v: Variable) -> bool:
     return s.start is None and s.stop is None and s.step is None
 
 
+def leading_index_arrays(entries, min_indices: int = 2) -> Optional[List[Variable]]:
+    """The integer index tensors that lead ``entries`` (the index inputs of an
+    advanced indexing node), when at least ``min_indices`` of them are followed
+    by full slices only; else None."""
+    k = 0
+    while k < len(entries) and isinstance(entries[k].type, TensorType) and entries[k].type.dtype in INDEX_DTYPES:
+        k += 1
+    if k < min_indices or not all(_is_full_slice(e) for e in entries[k:]):
+        return None
+    return list(entries[:k])
+
+
 def match_multi_index(node, min_indices: int = 2, dtypes=OUT_DTYPES) -> Optional[MultiIndexMatch]:
     """Recognise ``AdvancedIncSubtensor(base, y, idx_0, ..., idx_{K-1}, :, ..., :)``.
 
@@ -94,11 +106,8 @@ def match_multi_index(node, min_indices: int = 2, dtypes=OUT_DTYPES) -> Optional
     if not isinstance(op, AdvancedIncSubtensor) or op.ignore_duplicates:
         return None
     base, y, *entries = node.inputs
-    k = 0
-    while k < len(entries) and isinstance(entries[k].type, TensorType) and entries[k].type.dtype in INDEX_DTYPES:
-        k += 1
-    indices = entries[:k]
-    if k < min_indices or not all(_is_full_slice(e) for e in entries[k:]):
+    indices = leading_index_arrays(entries, min_indices)
+    if indices is None:
         return None
     out_dtype = node.outputs[0].type.dtype
     if out_dtype not in dtypes or y.type.dtype.startswith("complex") or len(indices) > base.type.ndim:

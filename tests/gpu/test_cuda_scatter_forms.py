@@ -116,3 +116,23 @@ def test_update_of_a_gpu_vector_with_host_indices():
     want[1] -= 0.25 * 4
     want[4] -= 0.25 * 2
     np.testing.assert_allclose(B.get_value(), want)
+
+
+# -- the multi-index gather W[rows, cols] of GPU data (item 1) -------------------------
+
+
+def test_multi_index_gather_of_a_gpu_matrix_runs_on_the_gpu():
+    Wv = np.arange(24, dtype="float32").reshape(4, 3, 2) - 5
+    W = gpu.shared(Wv, name="W")
+    r, c = at.lvectors("r", "c")
+    f = aesara.function([r, c], W[r, c] * 2)
+    ops = names(f)
+    assert "GpuAdvancedSubtensor1" in ops and "AdvancedSubtensor" not in ops, ops
+    rv, cv = np.array([0, 3, -1, 3]), np.array([2, -3, 0, 2])
+    np.testing.assert_array_equal(to_host(f(rv, cv)), Wv[rv, cv] * 2)
+    with pytest.raises(IndexError, match=r"index 3 at position 1 .* axis 1 with size 3"):
+        f(np.array([0, 1]), np.array([0, 3]))
+    g = aesara.function([r, c], W[r[:, None], c[None, :], :])  # 2-D broadcast indices
+    np.testing.assert_array_equal(to_host(g(rv[:2], cv)), Wv[rv[:2, None], cv[None, :], :])
+    e = np.array([], dtype="int64")
+    assert to_host(f(e, e)).shape == (0, 2)
