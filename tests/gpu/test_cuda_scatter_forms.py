@@ -68,9 +68,10 @@ def test_gradient_of_picked_log_probabilities_of_a_gpu_matrix():
     y = at.lvector("y")
     loss = -at.log(P)[at.arange(y.shape[0]), y].sum()
     f = aesara.function([y], aesara.grad(loss, P))
-    # The scatter-add onto zeros of a host constant runs on the host (ScatterAdd),
-    # its result copied to the GPU for the division: right, not yet fast.
-    assert "LinearIndex" in names(f), names(f)
+    # Zeros shaped like the GPU P: the scatter-add runs on the GPU, its rows copied
+    # there, not the dense (n, K) result.
+    ops = names(f)
+    assert "GpuScatterAdd" in ops and "ScatterAdd" not in ops and "HostFromGpu" not in ops, ops
     yv = np.array([0, 2, -1, 1])
     want = np.zeros_like(Pv)
     np.add.at(want, (np.arange(4), yv), -1.0)
@@ -136,3 +137,16 @@ def test_multi_index_gather_of_a_gpu_matrix_runs_on_the_gpu():
     np.testing.assert_array_equal(to_host(g(rv[:2], cv)), Wv[rv[:2, None], cv[None, :], :])
     e = np.array([], dtype="int64")
     assert to_host(f(e, e)).shape == (0, 2)
+
+
+def test_gradient_of_a_sum_of_a_gpu_vector_gather_with_host_indices():
+    """grad(B[i].sum(), B): constant increments onto zeros as long as B, on the GPU."""
+    B = gpu.shared(np.zeros(5, dtype="float32"), name="B")
+    i = at.lvector("i")
+    f = aesara.function([i], aesara.grad(B[i].sum(), B) * 3)
+    ops = names(f)
+    assert "Bincount" not in ops and "GpuBincount" in ops, ops  # the result to the host at the end
+    iv = np.array([4, -1, 0, 2])
+    want = np.zeros(5, dtype="float32")
+    np.add.at(want, iv, 3.0)
+    np.testing.assert_array_equal(to_host(f(iv)), want)
