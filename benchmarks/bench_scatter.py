@@ -199,7 +199,7 @@ def main(argv=None):
     print(report(rows))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(rows=rows, load_average=load_average()), f, indent=1)
+            json.dump(dict(kind="scatter", rows=rows, load_average=load_average()), f, indent=1)
     return rows
 
 
