@@ -150,3 +150,18 @@ def test_gradient_of_a_sum_of_a_gpu_vector_gather_with_host_indices():
     want = np.zeros(5, dtype="float32")
     np.add.at(want, iv, 3.0)
     np.testing.assert_array_equal(to_host(f(iv)), want)
+
+
+# -- the GPU fusion through a flatten (item 4) ---------------------------------------
+
+
+def test_gpu_fusion_through_a_flatten_of_an_elementwise_x():
+    from aesara.tensor.extra_ops import bincount
+
+    Av = np.arange(12, dtype="int64").reshape(3, 4) % 5
+    Bv = (np.arange(12, dtype="int64").reshape(3, 4) * 7) % 3
+    A, B = gpu.shared(Av, name="A"), gpu.shared(Bv, name="B")
+    f = aesara.function([], bincount((A * 3 + B).flatten()))
+    ops = names(f)
+    assert "GpuFusedBincount" in ops and "GpuElemwise" not in ops, ops
+    np.testing.assert_array_equal(to_host(f()), np.bincount((Av * 3 + Bv).ravel()))
