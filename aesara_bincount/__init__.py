@@ -14,8 +14,14 @@ from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
 from aesara_bincount.fusion_rewriting import local_bincount_fusion
+from aesara_bincount.fusion_views import local_bincount_flatten_elemwise
 from aesara_bincount_core.fused import FusedBincount
 from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
+from aesara_bincount.bool_scatter import BoolScatterAddRefused, local_bool_scatter_add
+from aesara_bincount.multi_index import local_multi_index_scatter_add, match_multi_index
+from aesara_bincount_core.linear_index import LinearIndex
+from aesara_bincount.scatter_set_rewriting import local_scatter_set
+from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount.scatter_rewriting import (
     ScatterAddMatch,
     local_inplace_scatter_add,
@@ -52,6 +58,13 @@ __all__ = [
     "local_inplace_scatter_add",
     "match_scatter_add",
     "reference_scatter_add",
+    "BoolScatterAddRefused",
+    "local_bool_scatter_add",
+    "LinearIndex",
+    "local_multi_index_scatter_add",
+    "match_multi_index",
+    "ScatterSet",
+    "local_scatter_set",
     "gpu",
     "__version__",
 ]

@@ -49,6 +49,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1
 from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount, replacement_for
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.scatter_add import ScatterAdd
+from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount_core.semantics import OUT_DTYPES
 
 __all__ = ["ScatterAddMatch", "match_scatter_add", "local_scatter_add", "local_inplace_scatter_add"]
@@ -184,9 +185,12 @@ def local_scatter_add(fgraph, node):
     return replacement_for(old, out)
 
 
-@node_rewriter([ScatterAdd, GpuScatterAdd], inplace=True)
+@node_rewriter([ScatterAdd, GpuScatterAdd, ScatterSet], inplace=True)
 def local_inplace_scatter_add(fgraph, node):
     """Make ``ScatterAdd`` (or ``GpuScatterAdd``) onto a base add into the base in place.
+
+    ``ScatterSet`` (the scatter-set of rows) is made to write into its base
+    the same way.
 
     Registered at position 60 of ``optdb`` (tags ``fast_run``, ``inplace``,
     ``bincount``, ``cxx_only``), as Aesara's
@@ -196,7 +200,9 @@ def local_inplace_scatter_add(fgraph, node):
     elsewhere).
     """
     op = node.op
-    if not isinstance(op, (ScatterAdd, GpuScatterAdd)) or op.inplace or op.onto != "base":
+    if not isinstance(op, (ScatterAdd, GpuScatterAdd, ScatterSet)) or op.inplace:
+        return False
+    if getattr(op, "onto", "base") != "base":
         return False
     new = op.clone_inplace()(*node.inputs)
     copy_stack_trace(node.outputs, new)

@@ -18,7 +18,7 @@ from aesara_bincount_core.semantics import (
     reference_scatter_add,
 )
 
-__all__ = ["ScatterAdd", "scatter_add", "check_scatter_props"]
+__all__ = ["ScatterAdd", "scatter_add", "check_scatter_props", "static_length_vector"]
 
 
 class ScatterAdd(OpenMPCFileOp):
@@ -165,13 +165,7 @@ class ScatterAdd(OpenMPCFileOp):
             raise TypeError(f"{name}: idx must be a 1-D integer tensor, got {idx.type}")
         increments = self.as_array(increments)
         if self.onto == "zeros":
-            base = as_tensor_variable(base)
-            if base.type.ndim != 1 or base.type.dtype not in INDEX_DTYPES:
-                raise TypeError(f"{name}: the shape must be an integer vector, got {base.type}")
-            try:
-                ndim = get_vector_length(base)
-            except ValueError:
-                raise TypeError(f"{name}: the shape must have a static length, got {base.type}")
+            base, ndim = static_length_vector(base, f"{name}: the shape")
             if ndim < 1:
                 raise TypeError(f"{name}: the shape must have at least one dimension")
             if base.type.dtype != "int64":
@@ -229,6 +223,17 @@ class ScatterAdd(OpenMPCFileOp):
         if self.onto == "zeros":
             g_base = DisconnectedType()()
         return [g_base, g_inc, DisconnectedType()()]
+
+
+def static_length_vector(v, what: str):
+    """``(v as an integer vector, its static length)``; ``TypeError`` naming ``what`` otherwise."""
+    v = as_tensor_variable(v)
+    if v.type.ndim != 1 or v.type.dtype not in INDEX_DTYPES:
+        raise TypeError(f"{what} must be an integer vector, got {v.type}")
+    try:
+        return v, get_vector_length(v)
+    except ValueError:
+        raise TypeError(f"{what} must have a static length, got {v.type}")
 
 
 def check_scatter_props(name: str, onto: str, inplace: bool):

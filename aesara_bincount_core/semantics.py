@@ -21,6 +21,9 @@ __all__ = [
     "ONTO",
     "shape_text",
     "reference_scatter_add",
+    "reference_linear_index",
+    "SET_DTYPES",
+    "reference_scatter_set",
 ]
 
 #: dtypes accepted for ``x`` (the values or indices).
@@ -36,6 +39,23 @@ _MAX_INTP = np.iinfo(np.intp).max
 
 def _msg(name: str, *args) -> str:
     return messages()[name] % args
+
+
+def _first_out_of_range(idx: np.ndarray, n: int) -> Optional[int]:
+    """Position of the first index of ``idx`` outside ``[-n, n)`` (unsigned: ``[0, n)``), else None."""
+    if idx.dtype.kind == "i":
+        wide = idx.astype(np.int64)
+        bad = np.flatnonzero((wide < -n) | (wide >= n))
+    else:
+        bad = np.flatnonzero(idx.astype(np.uint64) >= np.uint64(n))
+    return int(bad[0]) if bad.size else None
+
+
+def _check_rows_broadcast(increments: np.ndarray, target) -> None:
+    """Raise ``BC_MSG_ROWS_BCAST`` unless ``increments`` broadcast, NumPy style, to ``target``."""
+    lead = len(target) - increments.ndim
+    if lead < 0 or any(d not in (1, t) for d, t in zip(increments.shape, target[lead:])):
+        raise ValueError(_msg("BC_MSG_ROWS_BCAST", shape_text(increments.shape), shape_text(target)))
 
 
 def _physical_memory() -> Optional[int]:
@@ -126,14 +146,8 @@ def reference_bincount(
 
     # Find the first refused value with Python ints, so that nothing overflows.
     if scatter:
-        if x.dtype.kind == "i":
-            xi = x.astype(np.int64)
-            bad = (xi < -n) | (xi >= n)
-        else:
-            bad = x.astype(np.uint64) >= np.uint64(n)
-        bad = np.flatnonzero(bad)
-        if bad.size:
-            i = int(bad[0])
+        i = _first_out_of_range(x, n)
+        if i is not None:
             raise IndexError(_msg("BC_MSG_INDEX", str(int(x[i])), i, n))
         idx = x.astype(np.intp)
         if x.dtype.kind == "i":
@@ -228,22 +242,11 @@ def reference_scatter_add(base, increments, idx, *, onto: str = "base", inplace:
         base = np.asarray(base)
         shape, dtype = base.shape, base.dtype
     nrows = shape[0]
-    if idx.dtype.kind == "i":
-        wide = idx.astype(np.int64)
-        bad = np.flatnonzero((wide < -nrows) | (wide >= nrows))
-    else:
-        bad = np.flatnonzero(idx.astype(np.uint64) >= np.uint64(nrows))
-    if bad.size:
-        i = int(bad[0])
+    i = _first_out_of_range(idx, nrows)
+    if i is not None:
         raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(idx[i])), i, nrows))
     target = (idx.shape[0],) + tuple(shape[1:])
-    lead = len(target) - increments.ndim
-    if lead < 0 or any(
-        d not in (1, t) for d, t in zip(increments.shape, target[lead:])
-    ):
-        raise ValueError(
-            _msg("BC_MSG_ROWS_BCAST", shape_text(increments.shape), shape_text(target))
-        )
+    _check_rows_broadcast(increments, target)
     if onto == "zeros":
         out = np.zeros(shape, dtype=dtype)
     else:
@@ -252,4 +255,103 @@ def reference_scatter_add(base, increments, idx, *, onto: str = "base", inplace:
     if idx.dtype.kind == "i":
         rows[rows < 0] += nrows
     np.add.at(out, rows, np.broadcast_to(increments.astype(dtype, copy=False), target))
+    return out
+
+
+# -- several index arrays (LinearIndex) ----------------------------------------
+def reference_linear_index(dims, indices):
+    """NumPy reference of :class:`~aesara_bincount_core.linear_index.LinearIndex`.
+
+    Parameters
+    ----------
+    dims : sequence of K non-negative ints
+        The sizes of the K leading axes that the index arrays index.
+    indices : sequence of K integer ndarrays
+        Broadcast together, NumPy style, to the shape ``B``.
+
+    Returns
+    -------
+    flat : ndarray, shape ``(prod(B),)``, int64
+        ``numpy.ravel_multi_index`` of the indices (each wrapped once when
+        negative) in C order of ``B``: the row of ``base.reshape(prod(dims),
+        *rest)`` that ``base[idx_0, ..., idx_{K-1}]`` names.
+    bshape : ndarray, shape ``(len(B),)``, int64
+        ``B``.
+
+    Raises
+    ------
+    IndexError
+        Shapes that do not broadcast (``BC_MSG_INDEX_BCAST``); an index
+        outside ``[-d_a, d_a)`` (``BC_MSG_AXIS_INDEX``): the first bad one,
+        in C order of ``B``, of the first axis that has one, with its value,
+        its position and the axis.
+    """
+    indices = [np.asarray(i) for i in indices]
+    try:
+        bcast = np.broadcast_arrays(*indices)
+    except ValueError:
+        raise IndexError(_msg("BC_MSG_INDEX_BCAST", " ".join(shape_text(i.shape) for i in indices)))
+    bshape = bcast[0].shape if bcast else ()
+    flat = np.zeros(int(np.prod(bshape, dtype=np.int64)), dtype=np.int64)
+    for axis, (d, ix) in enumerate(zip(dims, bcast)):
+        d = int(d)
+        ix = ix.reshape(-1)
+        i = _first_out_of_range(ix, d)
+        if i is not None:
+            raise IndexError(_msg("BC_MSG_AXIS_INDEX", str(int(ix[i])), i, axis, d))
+        rows = ix.astype(np.int64)
+        rows[rows < 0] += d
+        flat = flat * d + rows
+    return flat, np.asarray(bshape, dtype=np.int64)
+
+
+# -- the scatter-set of rows (ScatterSet) --------------------------------------
+#: dtypes of a scatter-set's base and values (elements are copied: bool too).
+SET_DTYPES = OUT_DTYPES + ("bool",)
+
+
+def reference_scatter_set(base, values, rows, *, inplace: bool = False):
+    """NumPy reference of :class:`~aesara_bincount_core.scatter_set.ScatterSet`.
+
+    ``out = base.copy(); out[rows] = values``, where with duplicate rows the
+    last one in index order wins, with the checks, messages and order of
+    errors of the C code (rows first, then the values' shape; nothing is
+    written on error).
+
+    Parameters
+    ----------
+    base : ndarray, shape ``(V, *rest)``
+    values : ndarray
+        Broadcastable, NumPy style, to ``(len(rows), *rest)``; cast to
+        ``base.dtype``.
+    rows : ndarray, shape ``(N,)``, integer dtype
+        A negative row wraps once.
+    inplace : bool
+        Write into ``base`` itself.
+
+    Returns
+    -------
+    ndarray, shape ``(V, *rest)``, dtype ``base.dtype``
+
+    Raises
+    ------
+    IndexError
+        A row outside ``[-V, V)``, naming the first one and its position.
+    ValueError
+        Values that cannot be broadcast to ``(N, *rest)``.
+    """
+    base, values, rows = np.asarray(base), np.asarray(values), np.asarray(rows)
+    nrows = base.shape[0]
+    i = _first_out_of_range(rows, nrows)
+    if i is not None:
+        raise IndexError(_msg("BC_MSG_ROW_INDEX", str(int(rows[i])), i, nrows))
+    target = (rows.shape[0],) + base.shape[1:]
+    _check_rows_broadcast(values, target)
+    out = base if inplace else base.copy()
+    wide = rows.astype(np.int64)
+    wide = np.where(wide < 0, wide + nrows, wide)
+    # The last occurrence of each row, so that the last one in index order wins.
+    _, first_of_reversed = np.unique(wide[::-1], return_index=True)
+    keep = np.sort(len(wide) - 1 - first_of_reversed)
+    out[wide[keep]] = np.broadcast_to(values.astype(base.dtype, copy=False), target)[keep]
     return out

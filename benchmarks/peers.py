@@ -129,3 +129,41 @@ def one_thread(torch, fn: Callable[[], object]) -> Callable[[], object]:
             torch.set_num_threads(threads)
 
     return call
+
+
+def numba_multi_index_peers() -> Optional[SimpleNamespace]:
+    """The numba loops of ``bench_scatter.py`` (several index arrays), or ``None`` without numba.
+
+    ``pairs(y, p, k0, k1)``: a ``(k0, k1)`` int64 count of the pairs (a
+    confusion matrix); ``batched(x, k)``: the count of each row of ``x`` into
+    ``k`` bins; ``picked_grad(P, y)``: zeros like ``P`` with ``-1 / P[i, y[i]]``
+    added at ``[i, y[i]]``.  The plainest loops, the sizes known, no checks.
+    """
+    try:
+        import numba
+    except Exception:  # noqa: BLE001  (numba missing or broken: no column)
+        return None
+
+    @numba.njit(nogil=True)
+    def pairs(y, p, k0, k1):
+        out = np.zeros((k0, k1), np.int64)
+        for i in range(y.shape[0]):
+            out[y[i], p[i]] += 1
+        return out
+
+    @numba.njit(nogil=True)
+    def batched(x, k):
+        out = np.zeros((x.shape[0], k), np.int64)
+        for r in range(x.shape[0]):
+            for j in range(x.shape[1]):
+                out[r, x[r, j]] += 1
+        return out
+
+    @numba.njit(nogil=True)
+    def picked_grad(P, y):
+        out = np.zeros_like(P)
+        for i in range(y.shape[0]):
+            out[i, y[i]] += -1.0 / P[i, y[i]]
+        return out
+
+    return SimpleNamespace(pairs=pairs, batched=batched, picked_grad=picked_grad)

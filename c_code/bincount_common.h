@@ -51,6 +51,10 @@
 /* The 1-D inputs of a fused elementwise x or weights (FusedBincount) differ in
  * length, and neither length is 1 (a length of 1 broadcasts, as in Elemwise). */
 #define BC_MSG_FUSED_LENGTH "bincount: the inputs of the elementwise %s have lengths %lld and %lld; they must have the same length, or length 1"
+/* IndexError: an index outside [-size, size) on one axis of a scatter or gather with several index arrays (LinearIndex; as numpy). */
+#define BC_MSG_AXIS_INDEX "scatter: index %s at position %lld of the broadcast indices is out of bounds for axis %lld with size %lld"
+/* IndexError: index arrays whose shapes do not broadcast together (LinearIndex; as numpy). */
+#define BC_MSG_INDEX_BCAST "scatter: shape mismatch: indexing arrays could not be broadcast together with shapes %s"
 
 /* Widening conversions written as functions.  A range test such as
  * `(npy_int64)v < 0` on a narrow unsigned type is constant, and gcc's

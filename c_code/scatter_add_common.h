@@ -137,4 +137,21 @@ static int sa_read_zeros_shape(PyArrayObject *shape_in, npy_intp itemsize, int *
     return 0;
 }
 
+/*
+ * The output of a scatter onto a host base: `base` itself, new reference,
+ * when `inplace` (refused with ValueError when it is not writeable; `what`
+ * names it), else a new C-contiguous copy.  NULL with an exception set on
+ * failure.
+ */
+static PyArrayObject *sa_output_of_base(PyArrayObject *base, int inplace, const char *what)
+{
+    if (inplace) {
+        if (PyArray_FailUnlessWriteable(base, what) < 0)
+            return NULL;
+        Py_INCREF(base);
+        return base;
+    }
+    return (PyArrayObject *)PyArray_NewCopy(base, NPY_CORDER);
+}
+
 #endif /* AESARA_SCATTER_ADD_COMMON_H */

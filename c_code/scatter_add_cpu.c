@@ -172,13 +172,8 @@ int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
             goto fail;
         bc_advise_huge_pages(PyArray_DATA(res), (size_t)PyArray_NBYTES(res));
     }
-#elif SA_INPLACE
-    if (PyArray_FailUnlessWriteable(base, "the base of an in-place scatter-add") < 0)
-        goto fail;
-    Py_INCREF(base);
-    res = base;
 #else
-    res = (PyArrayObject *)PyArray_NewCopy(base, NPY_CORDER);
+    res = sa_output_of_base(base, SA_INPLACE, "the base of an in-place scatter-add");
     if (res == NULL)
         goto fail;
 #endif

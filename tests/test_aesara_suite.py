@@ -33,6 +33,20 @@ INTERNALS_TESTS = [
     # become ScatterAdd; the test counts AdvancedIncSubtensor1 (its results are
     # checked there too, and by tests/test_fuzz_rows.py).
     "tests/tensor/test_subtensor.py::TestSubtensor::test_advanced1_inc_and_set",
+    # TestInferShape.test_AdvancedIncSubtensor1: asserts an AdvancedIncSubtensor1
+    # node in the compiled graph; its set_subtensor cases become LinearIndex and
+    # ScatterSet (issue 30), whose shapes and results tests/test_scatter_set.py checks.
+    "tests/tensor/test_subtensor.py::TestInferShape::test_AdvancedIncSubtensor1",
+]
+
+#: Tests of Aesara's AdvancedIncSubtensor with several index arrays that check
+#: its internals (the Op in the compiled graph, its ``inplace`` flag), which the
+#: rewrites of issue 30 replace by LinearIndex, ScatterAdd and ScatterSet; run
+#: with the rewrites excluded, and left out of the whole-file run.  Their
+#: results are checked by tests/test_multi_index.py (test_aesaras_advinc_cases).
+INTERNALS_MULTI_INDEX = [
+    "tests/tensor/test_subtensor.py::TestAdvancedSubtensor::test_advinc_subtensor",
+    "tests/tensor/test_subtensor.py::TestInferShape::test_AdvancedIncSubtensor",
 ]
 
 #: TestBinCount, and the AdvancedIncSubtensor1 tests of test_subtensor.py.
@@ -96,10 +110,11 @@ def test_aesara_bincount_and_advanced_inc_subtensor1_tests_pass(aesara_tests, tm
 
 
 def test_internals_tests_pass_with_the_rewrite_excluded(aesara_tests, tmp_path):
-    proc, fired = run_aesara_pytest(aesara_tests, INTERNALS_TESTS, tmp_path, excluding=True)
+    proc, fired = run_aesara_pytest(aesara_tests, INTERNALS_TESTS + INTERNALS_MULTI_INDEX, tmp_path,
+                                    excluding=True)
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
-    assert f"{len(INTERNALS_TESTS)} passed" in proc.stdout, tail
+    assert f"{len(INTERNALS_TESTS) + len(INTERNALS_MULTI_INDEX) + 1} passed" in proc.stdout, tail
     assert fired == 0, "the rewrite fired although it was excluded"
 
 
@@ -116,7 +131,7 @@ def test_internals_tests_do_see_bincount(aesara_tests, tmp_path):
     reason="set AESARA_BINCOUNT_FULL_AESARA_SUITE=1 to run all of test_subtensor.py and test_extra_ops.py",
 )
 def test_whole_files(aesara_tests, tmp_path):
-    deselect = [a for t in INTERNALS_TESTS for a in ("--deselect", t)]
+    deselect = [a for t in INTERNALS_TESTS + INTERNALS_MULTI_INDEX for a in ("--deselect", t)]
     proc, fired = run_aesara_pytest(
         aesara_tests,
         ["tests/tensor/test_subtensor.py", "tests/tensor/test_extra_ops.py", *deselect],

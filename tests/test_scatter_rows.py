@@ -11,7 +11,7 @@ import pytest
 from aesara.compile.mode import Mode, get_default_mode
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
-from aesara_bincount import Bincount, ScatterAdd
+from aesara_bincount import Bincount, ScatterAdd, ScatterSet
 from aesara_bincount_core.semantics import INDEX_DTYPES, OUT_DTYPES
 from backends import BACKENDS, CPU
 from rows_cases import assert_same_rows, check_rows_graph, expected_rows, rows_case, scatter_nodes
@@ -248,12 +248,15 @@ def test_excluding_bincount_switches_it_off():
     assert all(not node.op.inplace for node in check_rows_graph(g))
 
 
-def test_set_subtensor_stays_aesaras():
+def test_set_subtensor_is_not_a_scatter_add():
+    # Issue 30: a set becomes ScatterSet (tests/test_scatter_set.py), in place here.
     W = aesara.shared(np.zeros((5, 2)), name="W")
     idx = at.lvector("idx")
     f = aesara.function([idx], [], updates={W: at.set_subtensor(W[idx], 1.0)})
     assert not scatter_nodes(f)
-    assert AdvancedIncSubtensor1 in op_types(f)
+    assert AdvancedIncSubtensor1 not in op_types(f)
+    (node,) = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, ScatterSet)]
+    assert node.op.inplace
 
 
 def test_one_dimensional_scatter_onto_zeros_stays_bincount():

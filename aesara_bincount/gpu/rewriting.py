@@ -8,6 +8,9 @@ place (``HostFromGpu(gw)`` becomes ``gw``), host weights are copied once per
 call (``GpuFromHost``).  The output type is unchanged, and the host-side
 ``Max`` and transfer of ``x`` lose their last client and disappear.
 ``Assert``\\ s around ``x`` (``assert_nonneg=True``) are kept, on the result.
+A scatter-add (``mode="scatter"``) whose weights come from the GPU but whose
+indices are on the host (the gradient of ``B[i]`` for a GPU vector ``B``)
+runs on the GPU too: the indices are copied there once per call.
 
 :func:`local_gpu_scatter_add` does the same for the scatter-add of rows:
 ``ScatterAdd(HostFromGpu(gbase), y, idx)`` becomes
@@ -42,11 +45,13 @@ excluded.
 from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
+from aesara.tensor.shape import Shape, Shape_i
 
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+from aesara_bincount_core.gpu.type import GpuArrayType
 from aesara_bincount_core.op import Bincount
 from aesara_bincount_core.scatter_add import ScatterAdd
 
@@ -83,7 +88,14 @@ def local_gpu_bincount(fgraph, node):
         return False
     found = _gpu_source(node.inputs[0])
     if found is None:
-        return False
+        # A scatter-add of GPU increments with host indices (the gradient of
+        # B[i], B a GPU vector, i a host lvector), or onto zeros as long as a
+        # GPU array: the indices are copied to the GPU once per call, as for
+        # the scatter-add of rows onto zeros.
+        gpu_weights = len(node.inputs) > 2 and _from_gpu(node.inputs[2]) is not None
+        if node.op.mode != "scatter" or not (gpu_weights or _shape_of_gpu_array(node.inputs[1])):
+            return False
+        found = gpu_from_host(node.inputs[0]), []
     gx, asserts = found
     inputs = [gx, node.inputs[1]]
     if len(node.inputs) > 2:
@@ -113,12 +125,37 @@ def _from_gpu(v):
     return None
 
 
+def _shape_of_gpu_array(shape, limit: int = 64) -> bool:
+    """Whether the shape vector ``shape`` is computed from the shape of a GPU array.
+
+    That is the zero-filled base of the gradient of a gather from a GPU
+    variable (``zeros_like(W)``, the gradient of ``-log(P)[arange(n), y]``):
+    its result is as large as that GPU array and goes to the GPU, so the
+    scatter-add runs there, its indices and increments copied instead.  At
+    most ``limit`` nodes above ``shape`` are looked at.
+    """
+    todo, seen = [shape], set()
+    while todo and len(seen) < limit:
+        v = todo.pop()
+        if v in seen or v.owner is None:
+            continue
+        seen.add(v)
+        if isinstance(v.owner.op, (Shape, Shape_i)):
+            inp = v.owner.inputs[0]
+            if isinstance(inp.type, GpuArrayType) or _from_gpu(inp) is not None:
+                return True
+            continue
+        todo.extend(v.owner.inputs)
+    return False
+
+
 @node_rewriter([ScatterAdd])
 def local_gpu_scatter_add(fgraph, node):
     """Replace ``ScatterAdd`` of GPU data by ``HostFromGpu(GpuScatterAdd(...))``.
 
     ``onto="base"``: when the base is ``HostFromGpu(g)``; ``onto="zeros"``:
-    when the increments are.  The other arrays go to the GPU (``_on_gpu``);
+    when the increments are, or when the shape of the zeros is that of a GPU
+    array (:func:`_shape_of_gpu_array`).  The other arrays go to the GPU (``_on_gpu``);
     the shape of a zero-filled base stays on the host.
     """
     op = node.op
@@ -129,7 +166,7 @@ def local_gpu_scatter_add(fgraph, node):
         if _from_gpu(base) is None:
             return False
         base = _on_gpu(base)
-    elif _from_gpu(increments) is None:
+    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base):
         return False
     old = node.outputs[0]
     new = GpuScatterAdd(op.onto, inplace=op.inplace)(base, _on_gpu(increments), _on_gpu(idx))
