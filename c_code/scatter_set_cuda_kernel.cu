@@ -30,8 +30,10 @@
  * kernel is queued; a negative row wraps once.  The values are C-contiguous
  * (n, row_elems); each row of out is C-contiguous, rows out_row_bytes apart.
  * Cost: two passes over rows and one over the values, plus the scratch of
- * 8 * nrows bytes (zero-filled by the caller).
+ * 8 * nrows bytes (zero-filled by the caller).  Blocks of BC_CUDA_THREADS
+ * threads (bincount_cuda.h, the launch shape of every kernel of the layer).
  */
+#include "bincount_cuda.h"
 
 /* The parameters of both kernels (mirrored by ctypes in
  * aesara_bincount_core/gpu/scatter_set.py; the test emulation reads them
@@ -54,7 +56,8 @@ __device__ __forceinline__ long long bc_set_row(const bc_set_params &p, long lon
     return r < 0 ? r + p.nrows : r;
 }
 
-extern "C" __global__ void scatter_set_last(const bc_set_params p)
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_set_last(const bc_set_params p)
 {
     unsigned long long *last = (unsigned long long *)p.last;
     const long long step = (long long)gridDim.x * blockDim.x;
@@ -77,22 +80,26 @@ __device__ __forceinline__ void bc_set_rows(const bc_set_params &p)
     }
 }
 
-extern "C" __global__ void scatter_set_rows_w1(const bc_set_params p)
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_set_rows_w1(const bc_set_params p)
 {
     bc_set_rows<unsigned char>(p);
 }
 
-extern "C" __global__ void scatter_set_rows_w2(const bc_set_params p)
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_set_rows_w2(const bc_set_params p)
 {
     bc_set_rows<unsigned short>(p);
 }
 
-extern "C" __global__ void scatter_set_rows_w4(const bc_set_params p)
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_set_rows_w4(const bc_set_params p)
 {
     bc_set_rows<unsigned int>(p);
 }
 
-extern "C" __global__ void scatter_set_rows_w8(const bc_set_params p)
+extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)
+    scatter_set_rows_w8(const bc_set_params p)
 {
     bc_set_rows<unsigned long long>(p);
 }
