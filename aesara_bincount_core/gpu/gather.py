@@ -10,7 +10,7 @@ same indices and raise the same ``IndexError``; the rows are then taken with
 ``cupy.ndarray.take``.  The other twins are in :mod:`.views` and
 :mod:`.reduction`; the rewrite is :mod:`aesara_bincount.gpu.lifting`.
 """
-from aesara_bincount_core.cuda import kernels, launcher, modules, sources
+from aesara_bincount_core.cuda import launcher, modules, sources
 from aesara_bincount_core.gpu.twin import GpuTwin
 from aesara_bincount_core.gpu.type import cupy_module
 
@@ -79,14 +79,7 @@ class GpuAdvancedSubtensor1(GpuTwin):
     """
 
     gpu_inputs = (0, 1)
-
-    def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.availability()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"GpuAdvancedSubtensor1 cannot run here: {why}. Compile with "
-                "mode.excluding('gpu_bincount') to gather on the CPU instead."
-            )
+    cpu_verb = "gather"
 
     def perform(self, node, inputs, output_storage, params=None):
         x, idx = inputs

@@ -10,7 +10,7 @@ order winning.  The rewrite is
 import ctypes
 
 from aesara_bincount_core.cuda import driver as _driver
-from aesara_bincount_core.cuda import kernels, modules
+from aesara_bincount_core.cuda import modules
 from aesara_bincount_core.cuda.sources import THREADS
 from aesara_bincount_core.gpu.gather import check_rows
 from aesara_bincount_core.gpu.twin import GpuTwin
@@ -95,6 +95,7 @@ class GpuScatterSet(GpuTwin):
     """
 
     gpu_inputs = (0, 1, 2)
+    cpu_verb = "set"
 
     def __init__(self, host_op: ScatterSet):
         super().__init__(host_op)
@@ -109,14 +110,6 @@ class GpuScatterSet(GpuTwin):
     def clone_inplace(self) -> "GpuScatterSet":
         """The same Op, writing into its base in place."""
         return type(self)(self.host_op.clone_inplace())
-
-    def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.availability()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"GpuScatterSet cannot run here: {why}. Compile with "
-                "mode.excluding('gpu_bincount') to set on the CPU instead."
-            )
 
     def connection_pattern(self, node):
         return self.host_op.connection_pattern(node)
