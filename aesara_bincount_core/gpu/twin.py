@@ -13,7 +13,7 @@ from typing import Tuple
 from aesara.graph.basic import Apply
 from aesara.graph.op import Op
 
-from aesara_bincount_core.cuda import kernels
+from aesara_bincount_core.gpu.c_file_op import require_gpu
 from aesara_bincount_core.gpu.op import _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 
@@ -75,22 +75,11 @@ class GpuTwin(Op):
         return self.host_op.infer_shape(fgraph, node, shapes)
 
     def prepare_node(self, node, storage_map, compute_map, impl):
-        """Check, when :attr:`cpu_verb` is set, that a GPU can run the kernels.
-
-        Raises
-        ------
-        aesara_bincount_core.cuda.kernels.GpuUnavailableError
-            No CuPy, CUDA driver, device or NVRTC; the message names the
-            cause and how to compile for the CPU instead.
-        """
-        if self.cpu_verb is None:
-            return
-        ok, why = kernels.availability()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"{type(self).__name__} cannot run here: {why}. Compile with "
-                f"mode.excluding('gpu_bincount') to {self.cpu_verb} on the CPU instead."
-            )
+        """When :attr:`cpu_verb` is set, raise ``GpuUnavailableError`` at compile
+        time unless a GPU can run the twin's kernels
+        (:func:`~aesara_bincount_core.gpu.c_file_op.require_gpu`)."""
+        if self.cpu_verb is not None:
+            require_gpu(type(self).__name__, self.cpu_verb)
 
     def do_constant_folding(self, fgraph, node):
         return False
