@@ -48,6 +48,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
 from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount, replacement_for
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount_core.semantics import OUT_DTYPES
@@ -185,7 +186,7 @@ def local_scatter_add(fgraph, node):
     return replacement_for(old, out)
 
 
-@node_rewriter([ScatterAdd, GpuScatterAdd, ScatterSet], inplace=True)
+@node_rewriter([ScatterAdd, GpuScatterAdd, ScatterSet, GpuScatterSet], inplace=True)
 def local_inplace_scatter_add(fgraph, node):
     """Make ``ScatterAdd`` (or ``GpuScatterAdd``) onto a base add into the base in place.
 
@@ -200,7 +201,7 @@ def local_inplace_scatter_add(fgraph, node):
     elsewhere).
     """
     op = node.op
-    if not isinstance(op, (ScatterAdd, GpuScatterAdd, ScatterSet)) or op.inplace:
+    if not isinstance(op, (ScatterAdd, GpuScatterAdd, ScatterSet, GpuScatterSet)) or op.inplace:
         return False
     if getattr(op, "onto", "base") != "base":
         return False

@@ -19,7 +19,10 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     (bincount and the scatter-add of rows: every family of the rows
     kernels, the early exit of the add on a bad index).
 
-The Aesara stack also runs the rows of ``bench_gpu_det.py`` (each case
+The Aesara stack also runs the rows of ``bench_gpu_scatter.py`` (issue 30:
+the confusion matrix, the batched bincount, the NLL gradient and the
+integer-index set on GPU data, against Aesara's graph) and of
+``bench_gpu_det.py`` (each case
 compiled in the default mode and under ``aesara.config.deterministic =
 "more"``: the seed's loop with float64 and float32 weights, a float32
 scatter-add of rows with a hot row).
@@ -68,6 +71,7 @@ from bench_gpu_contention import contention_rows, contention_table  # noqa: E402
 from bench_gpu_loop import loop_rows, loop_table  # noqa: E402  (issue 18's rows)
 from bench_gpu_host import host_rows, host_table  # noqa: E402  (issue 28's host overhead)
 from bench_gpu_det import det_rows, det_table  # noqa: E402  (issue 31's rows)
+from bench_gpu_scatter import scatter_rows, scatter_table  # noqa: E402  (issue 30's rows)
 
 #: (N, bins, kind) of the table; x is int32.
 CASES = [(n, bins, kind) for n in (10**6, 10**8) for bins in (1000, 10**6) for kind in ("uniform", "equal")]
@@ -234,10 +238,11 @@ def run(args):
     loops = [] if args.standalone else loop_rows(cp, torch, args.small, args.repeat, bandwidth)
     host = [] if args.standalone else host_rows(cp, args.small, args.repeat)
     deterministic = [] if args.standalone else det_rows(cp, args.small, args.repeat)
-    for row in contention + loops + host + deterministic:
+    scatter = [] if args.standalone else scatter_rows(cp, args.small, args.repeat)
+    for row in contention + loops + host + deterministic + scatter:
         print(json.dumps(row), flush=True)
     result = {"meta": meta, "rows": rows, "contention": contention, "loops": loops, "host": host,
-              "deterministic": deterministic}
+              "deterministic": deterministic, "scatter": scatter}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -407,6 +412,10 @@ def render(runs):
     if det:
         lines += ["", 'Deterministic float sums, config.deterministic="more" (bench_gpu_det.py):', "",
                   det_table(det, _fmt)]
+    scatter = [row for data in runs for row in data.get("scatter", [])]
+    if scatter:
+        lines += ["", "Scatter forms on GPU data, against Aesara's graph (bench_gpu_scatter.py):", "",
+                  scatter_table(scatter, _fmt)]
     return "\n".join(lines)
 
 

@@ -48,6 +48,8 @@ MUST_PASS = (
     "tests.test_pickling",
     "tests.gpu.test_gpu_table",
     "tests.gpu.test_gpu_programs",
+    "tests.gpu.test_cuda_scatter_forms",
+    "tests.gpu.test_cuda_scatter_bench",
 )
 #: At least this many tests pass in all (238 did on 2026-11-30, with 40 known
 #: GPU faults as xfail: backends.GPU_KNOWN_FAULTS, since fixed; 558 later that

@@ -8,8 +8,10 @@ CuPy:
   also takes NumPy arrays);
 - the conversion of GPU variables to tensors (a ``HostFromGpu`` transfer), so
   they work in any Aesara expression;
-- the GPU rewrites ``local_gpu_bincount`` and ``local_gpu_scatter_add``
-  (:class:`GpuScatterAdd`, the scatter-add of rows) (tags ``bincount``,
+- the GPU rewrites ``local_gpu_bincount``, ``local_gpu_scatter_add``
+  (:class:`GpuScatterAdd`, the scatter-add of rows) and
+  ``local_gpu_scatter_set`` (:class:`GpuScatterSet`, the scatter-set of
+  rows) (tags ``bincount``,
   ``gpu_bincount``), and before them the lifting pass ``gpu_lift``
   (:mod:`aesara_bincount.gpu.lifting`: elementwise work, reductions, views,
   shapes and gathers of GPU data run on the GPU; tag ``gpu_bincount``,
@@ -34,9 +36,10 @@ from aesara_bincount.gpu import fusion, inplace_guard, lifting, multi_gather, re
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, availability, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
-from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add
+from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set
 from aesara_bincount.gpu.transfer_report import report
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
 from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
 from aesara_bincount_core.gpu.var import (
     GpuArrayConstant,
@@ -76,6 +79,7 @@ __all__ = [
     "HostFromGpu",
     "GpuBincount",
     "GpuScatterAdd",
+    "GpuScatterSet",
     "GpuUnavailableError",
     "bincount_cupy",
     "gpu_bincount",
@@ -85,6 +89,7 @@ __all__ = [
     "availability",
     "local_gpu_bincount",
     "local_gpu_scatter_add",
+    "local_gpu_scatter_set",
     "lifting",
     "rewriting",
     "register_cupy_arrays",

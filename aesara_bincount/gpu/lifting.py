@@ -61,6 +61,7 @@ from aesara_bincount.gpu.rewriting import (
     _on_gpu,
     local_gpu_bincount,
     local_gpu_scatter_add,
+    local_gpu_scatter_set,
 )
 from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
 from aesara_bincount_core.gpu.table import GpuTableOp, gpu_entry, gpu_problem
@@ -205,7 +206,8 @@ def local_gpu_lift_elemwise(fgraph, node):
 
 #: The walk: the GPU bincount and scatter-add rewrites walk with the
 #: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
-_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, name="gpu_lift_walk")
+_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set,
+               name="gpu_lift_walk")
 #: The sources (Alloc, Eye...) whose users all run on the GPU.
 _sources = in2out(local_gpu_lift_source, name="gpu_lift_sources")
 

@@ -22,6 +22,8 @@ copied there once per call.  :func:`local_gpu_transfer_round_trip` then
 removes the ``GpuFromHost(HostFromGpu(g))`` that the update of a GPU shared
 variable puts around the result, so that the update stays on the GPU, and
 ``local_inplace_scatter_add`` (position 60) makes it add in place.
+:func:`local_gpu_scatter_set` does the same for the scatter-set of rows
+(``ScatterSet`` of a GPU base becomes ``GpuScatterSet``).
 
 :func:`local_gpu_bincount_to_host`, last (position 49.5, after the fusion
 pass of :mod:`aesara_bincount.gpu.fusion`), gives the ``HostFromGpu`` that
@@ -30,7 +32,7 @@ the Op itself (``to_host=True``): the call then copies the bins and its
 status back together, behind its one wait, instead of waiting once for the
 status and once more for the copy of the result.
 
-It is registered once, in ``optdb`` at position 48.5 (the rows rewrite at 48.51,
+It is registered once, in ``optdb`` at position 48.5 (the rows rewrites at 48.51,
 the round trip at 48.52) (after ``specialize``,
 where ``local_bincount`` runs, and before the merge at 49 and the in-place
 rewrites; Theano's GPU rewrites sat at the same place), with the tags
@@ -51,9 +53,11 @@ from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
 from aesara_bincount_core.gpu.type import GpuArrayType
 from aesara_bincount_core.op import Bincount
 from aesara_bincount_core.scatter_add import ScatterAdd
+from aesara_bincount_core.scatter_set import ScatterSet
 
 __all__ = [
     "local_gpu_bincount",
@@ -174,6 +178,23 @@ def local_gpu_scatter_add(fgraph, node):
     return replacement_for(old, out)
 
 
+@node_rewriter([ScatterSet])
+def local_gpu_scatter_set(fgraph, node):
+    """Replace ``ScatterSet(HostFromGpu(g), values, rows)`` by ``HostFromGpu(GpuScatterSet(...))``.
+
+    The set of rows of a GPU base (``set_subtensor(W[idx], v)``,
+    ``set_subtensor(M[rows, cols], v)`` through the reshaped base) runs on
+    the GPU: the values and the rows go there (``_on_gpu``), not the base.
+    """
+    if type(node.op) is not ScatterSet:
+        return False
+    base, values, rows = node.inputs
+    if _from_gpu(base) is None:
+        return False
+    new = GpuScatterSet(node.op)(_on_gpu(base), _on_gpu(values), _on_gpu(rows))
+    return replacement_for(node.outputs[0], host_from_gpu(new))
+
+
 @node_rewriter([GpuFromHost])
 def local_gpu_transfer_round_trip(fgraph, node):
     """``GpuFromHost(HostFromGpu(g))`` is ``g`` (the same values, no copies)."""
@@ -190,7 +211,7 @@ def local_gpu_transfer_round_trip(fgraph, node):
 
 optdb.register(
     "local_gpu_scatter_add",
-    in2out(local_gpu_scatter_add),
+    in2out(local_gpu_scatter_add, local_gpu_scatter_set),
     "fast_run",
     "bincount",
     "gpu_bincount",

@@ -53,6 +53,7 @@ __all__ = [
     "rows_kernels_for",
     "c_kernel_handles",
     "c_rows_kernel_handles",
+    "set_kernels",
     "shared_budget",
     "generated_function",
     "register_generated_hist",
@@ -265,7 +266,7 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
             # widest window (c_code/bincount_cuda_det_launch.h).
             most = 1 if "_det_" in name else CONSTANTS["BLOCKS_PER_SM"]
             resident, budget = _size_hist(drv, mod, func, most)
-        elif name.startswith("scatter_rows_"):
+        elif name.startswith(("scatter_rows_", "scatter_set_")):
             per_sm = drv.max_active_blocks(func, THREADS, 0)
             resident = max(1, per_sm) * mod.multiprocessors
         found = mod.functions[name] = (func, resident, budget)
@@ -350,6 +351,26 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
     """
     k = rows_kernels_for(idx_dtype, check, add)
     return (k.context, k.check, k.add, k.wide, k.finish, k.resident_blocks)
+
+
+def set_kernels(itemsize: int) -> Tuple[int, int, int]:
+    """The kernels of the scatter-set of rows (``c_code/scatter_set_cuda_kernel.cu``)
+    in the current context, for elements of ``itemsize`` bytes (1, 2, 4 or 8).
+
+    Returns
+    -------
+    (int, int, int)
+        ``(scatter_set_last, scatter_set_rows_w<itemsize>, resident blocks)``.
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+    """
+    mod = device_module("int64", "set")
+    with _lock:
+        last, resident, _ = _function(mod, "scatter_set_last")
+        rows = _function(mod, f"scatter_set_rows_w{itemsize}")[0]
+    return last, rows, resident
 
 
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}

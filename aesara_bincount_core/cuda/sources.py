@@ -19,6 +19,7 @@ from aesara_bincount_core.semantics import OUT_DTYPES
 __all__ = [
     "KERNEL_SOURCE",
     "ROWS_SOURCE",
+    "SET_SOURCE",
     "KERNEL_HEADER",
     "DEVICE_HEADER",
     "HIST_HEADER",
@@ -45,6 +46,8 @@ __all__ = [
 #: and the device helpers they share with each other.
 KERNEL_SOURCE = "bincount_cuda_kernel.cu"
 ROWS_SOURCE = "scatter_add_cuda_kernel.cu"
+#: The scatter-set of rows (GpuScatterSet): the last one in index order wins.
+SET_SOURCE = "scatter_set_cuda_kernel.cu"
 KERNEL_HEADER = "bincount_cuda.h"
 DEVICE_HEADER = "bincount_cuda_device.cuh"
 #: The templates of the histogram pass, included by KERNEL_SOURCE.
@@ -53,11 +56,12 @@ HIST_HEADER = "bincount_cuda_hist.cuh"
 FAMILY_HEADERS = {
     "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det.h"),
     "rows": ("scatter_add_cuda_det.cuh",),
+    "set": (),
 }
 #: Kernel family -> its source file.  A module holds the kernels of one
 #: family for one dtype of x (or of the indices), so a call compiles only
 #: its own family.
-FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE}
+FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE, "set": SET_SOURCE}
 
 
 @lru_cache(maxsize=None)
@@ -207,6 +211,8 @@ def rows_scratch_kernels(add: str) -> Tuple[str, str]:
 
 def family_of(kernel: str) -> str:
     """The family (a key of :data:`FAMILIES`) of the kernel named ``kernel``."""
+    if kernel.startswith("scatter_set_"):
+        return "set"
     return "rows" if kernel.startswith("scatter_rows_") else "hist"
 
 
@@ -244,7 +250,8 @@ def compile_module(
     nvrtc_lib : nvrtc.Nvrtc, optional
         The NVRTC to use (:func:`nvrtc.load` by default).
     family : str
-        ``"hist"`` (the histogram and conversion kernels) or ``"rows"`` (the
+        ``"hist"`` (the histogram and conversion kernels), ``"set"`` (the
+        scatter-set of rows, compiled for int64 rows only) or ``"rows"`` (the
         scatter-add of rows); see :data:`FAMILIES`.
     refresh : bool
         Compile again even when cached (:func:`nvrtc.compile_cached`).

@@ -17,7 +17,24 @@ import aesara
 from aesara_bincount_core.c_file_op import CFileOp
 from aesara_bincount_core.cuda import kernels, sources
 
-__all__ = ["GpuCFileOp", "check_deterministic"]
+__all__ = ["GpuCFileOp", "check_deterministic", "require_gpu"]
+
+
+def require_gpu(name: str, cpu_verb: str) -> None:
+    """Raise unless a GPU can run the Op named ``name`` (called when a function is compiled).
+
+    Raises
+    ------
+    aesara_bincount_core.cuda.kernels.GpuUnavailableError
+        No CuPy, CUDA driver, device or NVRTC; the message names the cause
+        and how to ``cpu_verb`` on the CPU instead.
+    """
+    ok, why = kernels.availability()
+    if not ok:
+        raise kernels.GpuUnavailableError(
+            f"{name} cannot run here: {why}. Compile with "
+            f"mode.excluding('gpu_bincount') to {cpu_verb} on the CPU instead."
+        )
 
 
 def check_deterministic(name: str, deterministic: Optional[str]) -> str:
@@ -81,9 +98,4 @@ class GpuCFileOp(CFileOp):
             No CuPy, CUDA driver, device or NVRTC; the message names the
             cause and how to compile for the CPU instead.
         """
-        ok, why = kernels.availability()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"{type(self).__name__} cannot run here: {why}. Compile with "
-                f"mode.excluding('gpu_bincount') to {self.cpu_verb} on the CPU instead."
-            )
+        require_gpu(type(self).__name__, self.cpu_verb)

@@ -10,27 +10,29 @@ same indices and raise the same ``IndexError``; the rows are then taken with
 ``cupy.ndarray.take``.  The other twins are in :mod:`.views` and
 :mod:`.reduction`; the rewrite is :mod:`aesara_bincount.gpu.lifting`.
 """
-from aesara_bincount_core.cuda import kernels, launcher, modules, sources
+from aesara_bincount_core.cuda import launcher, modules, sources
 from aesara_bincount_core.gpu.twin import GpuTwin
 from aesara_bincount_core.gpu.type import cupy_module
 
 __all__ = ["GpuAdvancedSubtensor1", "check_rows"]
 
 
-def check_rows(idx, nrows: int) -> None:
+def check_rows(idx, nrows: int, verb: str = "gather") -> None:
     """Raise ``IndexError`` unless every entry of ``idx`` is in ``[-nrows, nrows)``.
 
     Parameters
     ----------
     idx : cupy.ndarray, shape ``(N,)``, int8 ... uint64, any stride
     nrows : int
+    verb : str
+        The word the message opens with (``"gather"``, ``"scatter-set"``).
 
     Raises
     ------
     IndexError
         Naming the first index out of range and its position (the message of
         the scatter-add of rows, ``BC_MSG_ROW_INDEX``, opening with
-        ``gather:``).  A uint64 index of ``2**64 - k`` is out of
+        ``verb``).  A uint64 index of ``2**64 - k`` is out of
         range (the project's one deliberate difference from Aesara's graph,
         which reads it as ``-k``).
     nvrtc.NvrtcError, driver.CudaDriverError
@@ -49,7 +51,7 @@ def check_rows(idx, nrows: int) -> None:
     try:
         launcher.scatter_rows(cupy_module(), None, 0, idx, 0, 0, idx, nrows, 1, True, kern)
     except IndexError as exc:  # the rows' message, named for the gather
-        raise IndexError(str(exc).replace("scatter-add:", "gather:", 1)) from None
+        raise IndexError(str(exc).replace("scatter-add:", f"{verb}:", 1)) from None
 
 
 class GpuAdvancedSubtensor1(GpuTwin):
@@ -77,14 +79,7 @@ class GpuAdvancedSubtensor1(GpuTwin):
     """
 
     gpu_inputs = (0, 1)
-
-    def prepare_node(self, node, storage_map, compute_map, impl):
-        ok, why = kernels.availability()
-        if not ok:
-            raise kernels.GpuUnavailableError(
-                f"GpuAdvancedSubtensor1 cannot run here: {why}. Compile with "
-                "mode.excluding('gpu_bincount') to gather on the CPU instead."
-            )
+    cpu_verb = "gather"
 
     def perform(self, node, inputs, output_storage, params=None):
         x, idx = inputs

@@ -13,6 +13,7 @@ from typing import Tuple
 from aesara.graph.basic import Apply
 from aesara.graph.op import Op
 
+from aesara_bincount_core.gpu.c_file_op import require_gpu
 from aesara_bincount_core.gpu.op import _as_gpu
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 
@@ -47,6 +48,10 @@ class GpuTwin(Op):
     __props__ = ("host_op",)
     #: Positions of the inputs that live on the GPU.
     gpu_inputs: Tuple[int, ...] = (0,)
+    #: For twins that launch kernels of the package: what the CPU does
+    #: instead ("gather", "set"), named by :meth:`prepare_node`'s message.
+    #: None: no check (the twin runs CuPy's own work).
+    cpu_verb = None
 
     def __init__(self, host_op: Op):
         self.host_op = host_op
@@ -68,6 +73,13 @@ class GpuTwin(Op):
 
     def infer_shape(self, fgraph, node, shapes):
         return self.host_op.infer_shape(fgraph, node, shapes)
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        """When :attr:`cpu_verb` is set, raise ``GpuUnavailableError`` at compile
+        time unless a GPU can run the twin's kernels
+        (:func:`~aesara_bincount_core.gpu.c_file_op.require_gpu`)."""
+        if self.cpu_verb is not None:
+            require_gpu(type(self).__name__, self.cpu_verb)
 
     def do_constant_folding(self, fgraph, node):
         return False

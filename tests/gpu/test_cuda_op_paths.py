@@ -512,11 +512,18 @@ try:
     aesara.function([], bincount(gpu.shared(np.arange(3, dtype="int32"))))
 except kernels.GpuUnavailableError as exc:
     print("COMPILE", exc)
+import aesara.tensor as at
+W = gpu.shared(np.zeros(3))
+try:  # a GPU twin that launches the package's kernels: GpuScatterSet
+    aesara.function([], at.set_subtensor(W[np.array([0, 0])], 1.0))
+except kernels.GpuUnavailableError as exc:
+    print("SET", exc)
 """,
         FAKE_CUDA_DRIVER_VERSION=11080,
     )
     assert "AVAILABLE False" in out.stdout and "newer than the CUDA driver" in out.stdout, out.stdout
     assert "COMPILE GpuBincount cannot run here" in out.stdout, out.stdout
+    assert "SET GpuScatterSet cannot run here" in out.stdout and "to set on the CPU" in out.stdout, out.stdout
 
 
 @needs_emulation

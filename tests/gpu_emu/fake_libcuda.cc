@@ -56,6 +56,7 @@
 
 #include "bincount_cuda_kernel.cu"
 #include "scatter_add_cuda_kernel.cu"
+#include "scatter_set_cuda_kernel.cu"
 
 #include <chrono>
 #include <condition_variable>
@@ -88,7 +89,7 @@ struct kernel_entry {
     const char *name;
     void *fn;
     int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params,
-                   3: bc_det_finish_params */
+                   3: bc_det_finish_params, 4: bc_set_params */
 };
 
 /* Bytes of the dtype whose short name (i8 ... f64) ends the kernel name
@@ -125,6 +126,11 @@ const kernel_entry kernels[] = {
     {"bincount_finish_f64_f32", (void *)&bincount_finish_f64_f32, 1},
     {"bincount_det_finish_f32", (void *)&bincount_det_finish_f32, 3},
     {"bincount_det_finish_f64", (void *)&bincount_det_finish_f64, 3},
+    {"scatter_set_last", (void *)&scatter_set_last, 4},
+    {"scatter_set_rows_w1", (void *)&scatter_set_rows_w1, 4},
+    {"scatter_set_rows_w2", (void *)&scatter_set_rows_w2, 4},
+    {"scatter_set_rows_w4", (void *)&scatter_set_rows_w4, 4},
+    {"scatter_set_rows_w8", (void *)&scatter_set_rows_w8, 4},
 };
 #undef H
 #undef D
@@ -760,7 +766,10 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     if (skip_kernels())
         return OK;
-    if (k->finish == 2)
+    if (k->finish == 4)
+        emu::launch((void (*)(bc_set_params))k->fn, *(const bc_set_params *)params[0], gx, bx,
+                    shared);
+    else if (k->finish == 2)
         emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
                     shared);
     else if (k->finish == 3)

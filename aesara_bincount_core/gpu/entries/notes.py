@@ -14,8 +14,11 @@ note("Bincount, FusedBincount", GPU, "GpuBincount, GpuFusedBincount (their own r
 note("ScatterAdd (AdvancedIncSubtensor1 onto zeros or onto a GPU base)", GPU,
      "GpuScatterAdd (its own rewrite)")
 note("Shape, Shape_i", HOST, "the shape is read on the host from the GPU array, with no copy of the data")
-note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays)", HOST,
-     "no entry yet: the gather and scatter-add of rows (one index vector) are on the GPU")
+note("ScatterSet (AdvancedIncSubtensor1 and AdvancedIncSubtensor set, integer index arrays, of a GPU base)",
+     GPU, "GpuScatterSet (its own rewrite): the last of duplicate indices wins, as in numpy")
+note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays)", GPU,
+     "LinearIndex checks the indices on the host; the gather, scatter-add or set of the rows of the "
+     "reshaped GPU array then runs on the GPU (GpuAdvancedSubtensor1, GpuScatterAdd, GpuScatterSet)")
 note("Scan", HOST, "loops of GPU data are the next step")
 note("LogSoftmaxGrad", "-", "not an Op in Aesara 2.9.4: LogSoftmax's gradient is Softmax and Elemwise nodes")
 note("Clip", GPU, "an Elemwise of the scalar Clip in Aesara 2.9.4: GpuElemwise")
