@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpu_cases import AVAILABLE, EMULATED, WHY, cupy  # noqa: E402
+from gpu_cases import AVAILABLE, EMULATED, WHY, cupy, sticky  # noqa: E402
 
 aesara = pytest.importorskip("aesara")
 
@@ -48,11 +48,6 @@ RNG = np.random.default_rng(28)
 
 def _driver():
     return ctypes.CDLL(os.environ["AESARA_BINCOUNT_LIBCUDA"])
-
-
-def sticky(clear: bool = False) -> int:
-    """The fake driver's sticky error (0 on a real GPU, where a fault would end the run)."""
-    return _driver().fake_cuda_sticky(int(clear)) if EMULATED else 0
 
 
 def accesses(width: int = 4) -> int:
