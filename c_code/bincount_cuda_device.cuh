@@ -7,7 +7,10 @@
  * bincount_cuda.h, which this header includes.
  *
  * Holds: dtype traits (signed or not), the value of an index as 64 bits,
- * streaming vector loads of up to 16 bytes, warp reductions, the add to
+ * streaming vector loads and write-back vector stores of up to 16 bytes
+ * (also those of GpuElemwise's kernels, elemwise_cuda.cuh), the vector
+ * loads of a fused kernel's inputs and the glue of its generated vector
+ * functions, warp reductions, the add to
  * global memory that keeps float32 subnormals (global_add), and the adds to
  * shared memory (shared_add: native 32-bit atomics, with carry for 64-bit
  * integers; float and double, which the hardware runs as compare-and-swap
@@ -103,6 +106,85 @@ template <typename T, int V> struct vec_load {
             out[k] = c.v[k];
     }
 };
+
+/* Store V contiguous elements of T with stores of up to 16 bytes (__stwb:
+ * the default write-back policy, so that the next kernel finds them in L2);
+ * p must be aligned to min(16, V * sizeof(T)) bytes. */
+template <typename T, int V> struct vec_store {
+    typedef vec_load<T, V> layout;
+    static __device__ __forceinline__ void store(T *p, const T (&in)[V])
+    {
+        typename layout::chunk c;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            c.v[k] = in[k];
+        typename layout::word_t *q = reinterpret_cast<typename layout::word_t *>(p);
+#pragma unroll
+        for (int i = 0; i < layout::WORDS; i++)
+            __stwb(q + i, c.w[i]);
+    }
+};
+
+/* ---- the inputs of a fused histogram kernel (bc_fused_params) ---- */
+
+/* Whether input k (an array of T) may be loaded V elements at a time from
+ * position pos: broadcast (stride 0), or contiguous with element pos on a
+ * multiple of min(16, V * sizeof(T)) bytes (vec_load). */
+template <typename T>
+__device__ __forceinline__ bool fused_aligned(const bc_fused_params &f, int k, bc_i64 pos, int V)
+{
+    const bc_u64 a = V * sizeof(T) < 16 ? V * sizeof(T) : 16;
+    return f.stride[k] == 0 || (f.stride[k] == 1 && (f.data[k] + (bc_u64)pos * sizeof(T)) % a == 0);
+}
+/* The first position at which contiguous input k (an array of T, aligned to
+ * its elements) starts a vector of V elements. */
+template <typename T> __device__ __forceinline__ bc_i64 fused_head(const bc_fused_params &f, int k, int V)
+{
+    const bc_u64 a = V * sizeof(T) < 16 ? V * sizeof(T) : 16;
+    return (bc_i64)(((a - f.data[k] % a) % a) / sizeof(T));
+}
+/* Elements pos ... pos + V - 1 of input k (fused_aligned): its one element
+ * repeated when broadcast, else vector loads. */
+template <typename T, int V>
+__device__ __forceinline__ void fused_load(const bc_fused_params &f, int k, bc_i64 pos, T (&out)[V])
+{
+    if (f.stride[k] == 0) {
+        const T v = *reinterpret_cast<const T *>(f.data[k]);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            out[j] = v;
+    } else {
+        vec_load<T, V>::load(reinterpret_cast<const T *>(f.data[k]) + pos, out);
+    }
+}
+
+/* The glue of the generated vector functions of a fused kernel
+ * (aesara_bincount_core/gpu/fused.py), for a scalar graph of output type R:
+ *
+ *   BC_FUSED_VECTOR(name) { BC_FUSED_VLOAD(k, T) ...
+ *       BC_FUSED_EACH_ELEMENT { R bc_r; element code; bc_out[bc_j] = (O)bc_r; } }
+ *       -- the values at pos ... pos + V - 1, the graph's code run on each,
+ *          its array inputs read as BC_FUSED_VIN(k, T);
+ *   BC_FUSED_VECTOR_OK(name) { return BC_FUSED_ALIGNED(k, T) && ... true; }
+ *       -- whether every array input may be loaded so from pos;
+ *   BC_FUSED_VECTOR_HEAD(name) { BC_FUSED_HEAD(k, T) ... return 0; }
+ *       -- fused_head of the first contiguous array input, 0 when none. */
+#define BC_FUSED_VECTOR(NAME)                                                                  \
+    template <int V, typename O>                                                              \
+    __device__ __forceinline__ void NAME(const bc_fused_params &f, bc_i64 pos, O(&bc_out)[V])
+#define BC_FUSED_VLOAD(k, T)                                                                  \
+    T bc_v##k[V];                                                                             \
+    bc::fused_load<T, V>(f, k, pos, bc_v##k);
+#define BC_FUSED_VIN(k, T) (bc_v##k[bc_j])
+#define BC_FUSED_EACH_ELEMENT _Pragma("unroll") for (int bc_j = 0; bc_j < V; bc_j++)
+#define BC_FUSED_VECTOR_OK(NAME)                                                              \
+    __device__ __forceinline__ bool NAME(const bc_fused_params &f, bc_i64 pos, int V)
+#define BC_FUSED_ALIGNED(k, T) bc::fused_aligned<T>(f, k, pos, V)
+#define BC_FUSED_VECTOR_HEAD(NAME)                                                            \
+    __device__ __forceinline__ bc_i64 NAME(const bc_fused_params &f, int V)
+#define BC_FUSED_HEAD(k, T)                                                                   \
+    if (f.stride[k] == 1)                                                                     \
+        return bc::fused_head<T>(f, k, V);
 
 /* ---- warp reductions (every lane of the warp must call them) ---- */
 template <typename T> __device__ __forceinline__ T warp_sum(T v)

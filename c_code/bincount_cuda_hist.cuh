@@ -45,7 +45,14 @@
  *     with its stride.  A contiguous view that does not start on a vector
  *     boundary (x[1:]) has its first few elements peeled off and counted one
  *     at a time, so that the rest still goes through vector loads (when the
- *     weights, if any, are then aligned too).  Loops over x are uniform
+ *     weights, if any, are then aligned too).  The inputs of a computed x
+ *     or of computed weights (a fused kernel) are read the same way, the
+ *     graph's code then run on each of the V elements in turn
+ *     (bc_fused_x_vec, bc_fused_weight_vec): a computed x when each of its
+ *     array inputs is broadcast or contiguous and aligned at the head of
+ *     its first contiguous one, computed weights when each of theirs is at
+ *     that head; others are computed one element at a time, with the same
+ *     code, so the values are the same bits on either path.  Loops over x are uniform
  *     across a warp (all lanes iterate together), so that the lanes meet for
  *     the final warp reduction.  Positions are 64-bit.
  *
@@ -113,10 +120,34 @@ __device__ __forceinline__ double bc_fused_weight(const bc_fused_params &, bc_i6
 {
     return 0.0;
 }
+template <int V, typename O>
+__device__ __forceinline__ void bc_fused_weight_vec(const bc_fused_params &, bc_i64, O (&out)[V])
+{
+    for (int j = 0; j < V; j++)
+        out[j] = (O)0;
+}
+__device__ __forceinline__ bool bc_fused_weight_vec_ok(const bc_fused_params &, bc_i64, int)
+{
+    return false;
+}
 #endif
 #ifndef BC_FUSED_FX
 #define BC_FUSED_FX 0
 __device__ __forceinline__ bc_i64 bc_fused_x(const bc_fused_params &, bc_i64)
+{
+    return 0;
+}
+template <int V, typename O>
+__device__ __forceinline__ void bc_fused_x_vec(const bc_fused_params &, bc_i64, O (&out)[V])
+{
+    for (int j = 0; j < V; j++)
+        out[j] = (O)0;
+}
+__device__ __forceinline__ bool bc_fused_x_vec_ok(const bc_fused_params &, bc_i64, int)
+{
+    return false;
+}
+__device__ __forceinline__ bc_i64 bc_fused_x_head(const bc_fused_params &, int)
 {
     return 0;
 }
@@ -266,12 +297,14 @@ struct hist_pass {
     }
 
     /* nvec whole vectors of V elements from position `start`: x contiguous,
-     * and x + start aligned to a vector. */
+     * and x + start aligned to a vector (FX: bc_fused_x_vec_ok at start);
+     * FW_VEC: computed weights from vector loads of their inputs (one loop
+     * for each, so that neither holds the registers of the other). */
+    template <bool FW_VEC>
     __device__ __forceinline__ void vector_loop(bc_i64 start, bc_i64 nvec, bc_i64 first_warp,
                                                 bc_i64 warps)
     {
         const bc_i64 stride = warps * 32;
-        const X *xs = x + start;
         ACC w0 = (ACC)1;
         if (WEIGHTED && !FUSED && p.w_stride == 0)
             w0 = weight_at(0);
@@ -284,14 +317,24 @@ struct hist_pass {
                 const bc_i64 vi = base + u * stride + (bc_i64)lane;
                 valid[u] = vi < nvec;
                 if (valid[u]) {
-                    vec_load<X, V>::load(xs + vi * V, xv[u]);
-                    if (FUSED) {
+                    const bc_i64 pos = start + vi * V;
+                    if (FX)
+                        bc_fused_x_vec<V>(*f, pos, xv[u]);
+                    else
+                        vec_load<X, V>::load(x + pos, xv[u]);
+                    if (FUSED && FW_VEC) {
+                        W wv[V];
+                        bc_fused_weight_vec<V>(*f, pos, wv);
 #pragma unroll
                         for (int k = 0; k < V; k++)
-                            inc[u][k] = weight_at(start + vi * V + k);
+                            inc[u][k] = (ACC)wv[k];
+                    } else if (FUSED) {
+#pragma unroll
+                        for (int k = 0; k < V; k++)
+                            inc[u][k] = weight_at(pos + k);
                     } else if (WEIGHTED && p.w_stride != 0) {
                         W wv[V];
-                        vec_load<W, V>::load(w + start + vi * V, wv);
+                        vec_load<W, V>::load(w + pos, wv);
 #pragma unroll
                         for (int k = 0; k < V; k++)
                             inc[u][k] = (ACC)wv[k];
@@ -314,19 +357,28 @@ struct hist_pass {
         const bc_i64 first_warp = (bc_i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5);
         const bc_i64 warps = (bc_i64)gridDim.x * warps_per_block;
         /* Contiguous x: peel the `head` elements before the first vector
-         * boundary, then whole vectors, then the tail. */
-        const bool x_vec = !FX && p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
-        bc_i64 head = (bc_i64)(((bc_u64)X_ALIGN - (p.x & (bc_u64)(X_ALIGN - 1))) &
-                               (bc_u64)(X_ALIGN - 1)) /
-                      (bc_i64)sizeof(X);
+         * boundary, then whole vectors, then the tail.  A computed x (FX)
+         * takes the head of its first contiguous input, and the vector loop
+         * when all its inputs are aligned there; computed weights take it
+         * when all theirs are, else they are computed one at a time. */
+        bc_i64 head = FX ? bc_fused_x_head(*f, V)
+                         : (bc_i64)(((bc_u64)X_ALIGN - (p.x & (bc_u64)(X_ALIGN - 1))) &
+                                    (bc_u64)(X_ALIGN - 1)) /
+                               (bc_i64)sizeof(X);
         head = head < p.size ? head : p.size;
+        const bool x_vec = FX ? bc_fused_x_vec_ok(*f, head, V)
+                              : p.x_stride == 1 && (p.x & (bc_u64)(sizeof(X) - 1)) == 0;
+
         const bool w_vec =
             !WEIGHTED || FUSED || p.w_stride == 0 ||
             (p.w_stride == 1 && ((p.w + (bc_u64)head * sizeof(W)) & (bc_u64)(W_ALIGN - 1)) == 0);
         if (x_vec && w_vec) {
             const bc_i64 nvec = (p.size - head) / V;
             scalar_loop(0, head, first_warp, warps);
-            vector_loop(head, nvec, first_warp, warps);
+            if (FUSED && bc_fused_weight_vec_ok(*f, head, V))
+                vector_loop<FUSED>(head, nvec, first_warp, warps);
+            else
+                vector_loop<false>(head, nvec, first_warp, warps);
             scalar_loop(head + nvec * V, p.size, first_warp, warps);
         } else {
             scalar_loop(0, p.size, first_warp, warps);

@@ -34,9 +34,11 @@
  *                             bc_fused_x(f, pos) (the scalar ops' own code):
  *                             no array of them is read or written.  Then
  *                             only this histogram kernel is instantiated,
- *                             with the finish kernels.  A computed x is read
- *                             element by element (no vector loads), and the
- *                             value at a refused position is computed again.
+ *                             with the finish kernels.  The inputs of a
+ *                             computed x or weights are read with vector
+ *                             loads when aligned (bc_fused_x_vec,
+ *                             bc_fused_weight_vec), and the value at a
+ *                             refused position is computed again.
  *   bincount_hist_det_<x>_<w> the deterministic pass of float weights (w: f32,
  *                             f64; bincount_cuda_det.cuh): the window's bins
  *                             summed per warp and per block, in a fixed

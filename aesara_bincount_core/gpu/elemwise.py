@@ -15,7 +15,7 @@ whether an ``Elemwise`` node can run here and replaces it by
 import ctypes
 import hashlib
 import math
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import numpy as np
 from aesara.graph.basic import Apply, Constant
@@ -28,14 +28,21 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount_core import _c_code, scalar_codegen
 from aesara_bincount_core.cuda.sources import header_constants
+from aesara_bincount_core.gpu import elemwise_layout as layout
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module, host_value
 
 __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 
-#: The template, its header and the preamble (hashed into every kernel's name).
-KERNEL_FILES = ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
+#: The template, its header, the preamble and the headers they include
+#: (hashed into every kernel's name).
+KERNEL_FILES = _c_code.included_closure(
+    ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
+)
 _LIMITS = header_constants("elemwise_cuda.cuh", "BC_EW_")
 MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS["THREADS"]
+#: Most elements per thread and iteration of the vector path, and the most
+#: bytes of array elements one thread holds there (see :func:`vector_width`).
+VEC_MAX, VEC_BYTES = _LIMITS["VEC_MAX"], _LIMITS["VEC_BYTES"]
 #: No contraction of a * b + c into one fused multiply-add (NVRTC's default,
 #: which x86 code without -mfma never does): so that +, -, * and / round as
 #: on the CPU, bit for bit.  Division and sqrt are IEEE (NVRTC's defaults).
@@ -167,6 +174,12 @@ class GpuElemwise(Op):
     emulation the host's libm), which ``docs/semantics.rst`` lists with the
     bounds measured on the emulation.
 
+    Paths: when every array is contiguous and aligned to its vector
+    (``min(16, 4 * itemsize)`` bytes), each thread computes groups of 4
+    elements (2 for nodes with many wide arrays, see :meth:`vector_width`)
+    from vector loads and stores; the rest, contiguous or strided, one
+    element at a time.  The element code is the same, so are the bits.
+
     Sync: none.  The kernel is queued on CuPy's current stream and the call
     returns; nothing is read back.  The first call for a node compiles its
     kernel (NVRTC, cached on disk) and loads it in the current context.
@@ -238,6 +251,16 @@ class GpuElemwise(Op):
         return [out] * len(node.outputs)
 
     # -- the kernel ---------------------------------------------------------------
+    @staticmethod
+    def vector_width(node) -> int:
+        """Elements per thread and iteration of the node's vector path: the
+        largest of ``VEC_MAX``, 2 whose elements of every array argument fit
+        in ``VEC_BYTES`` bytes, or 0 (no vector path: the registers would
+        spill)."""
+        row = sum(np.dtype(v.type.dtype).itemsize
+                  for v in list(node.inputs) + list(node.outputs) if isinstance(v.type, GpuArrayType))  # fmt: skip
+        return next((w for w in (VEC_MAX, 2) if w * row <= VEC_BYTES), 0)
+
     def kernel_source(self, node) -> (str, str):
         """``(name, source)`` of the node's kernel (see ``c_code/elemwise_cuda_kernel.cu``)."""
         args: List[str] = []
@@ -247,18 +270,38 @@ class GpuElemwise(Op):
             args.append(f"{macro}({k}, {ctype})")
         nin = len(node.inputs)
         outs = [f"BC_EW_OUT({nin + j}, {o.type.dtype_specs()[1]})" for j, o in enumerate(node.outputs)]
+        in_dtypes, out_dtypes = [v.type.dtype for v in node.inputs], [o.type.dtype for o in node.outputs]
         code = scalar_codegen.scalar_code(
-            self.scalar_op, args, outs, "cuda",
-            [v.type.dtype for v in node.inputs], [o.type.dtype for o in node.outputs], "bc_ew_scalar",
-        )  # fmt: skip
+            self.scalar_op, args, outs, "cuda", in_dtypes, out_dtypes, "bc_ew_scalar"
+        )
+        # the vector path: the same element code, on registers (BC_EW_VIN / BC_EW_VOUT)
+        vargs = [a.replace("BC_EW_IN(", "BC_EW_VIN(", 1) for a in args]
+        vouts = [o.replace("BC_EW_OUT(", "BC_EW_VOUT(", 1) for o in outs]
+        vcode = scalar_codegen.scalar_code(
+            self.scalar_op, vargs, vouts, "cuda", in_dtypes, out_dtypes, "bc_ew_scalar"
+        )
+        loads = [a.replace("BC_EW_VIN(", "BC_EW_VLOAD(", 1) for a in vargs if a.startswith("BC_EW_VIN(")]
+        width = self.vector_width(node)
+        vector = [
+            "BC_EW_VECTOR_HEAD",
+            "{",
+            *loads,
+            *[o.replace("BC_EW_VOUT(", "BC_EW_VDECL(", 1) for o in vouts],
+            "BC_EW_EACH_ELEMENT",
+            vcode.body,
+            *[o.replace("BC_EW_VOUT(", "BC_EW_VSTORE(", 1) for o in vouts],
+            "}",
+        ] if width else []  # fmt: skip
         lines = [
             '#include "elemwise_cuda.cuh"',
             code.support,
             "#define BC_EW_NAME {name}",
             f"#define BC_EW_NARGS {nin + len(outs)}",
+            f"#define BC_EW_VEC {width}",
             "#define BC_SCALAR_FAIL(code) bc_ew_fail(p, (code))",
             _ELEMENT_HEAD,
             code.body,
+            *vector,
             "#undef BC_SCALAR_FAIL",
             '#include "elemwise_cuda_kernel.cu"',
             "",
@@ -281,13 +324,15 @@ class GpuElemwise(Op):
 
     def _layout(self, node):
         """What perform needs of the node, computed once: (array argument
-        indices, [(scalar index, numpy dtype)], output dtypes)."""
+        indices, [(scalar index, numpy dtype)], output dtypes, vector width)."""
         found = getattr(node.tag, "bc_elemwise_layout", None)
         if found is None:
             arrays = [k for k, v in enumerate(node.inputs) if isinstance(v.type, GpuArrayType)]
             scalars = [(k, np.dtype(v.type.dtype)) for k, v in enumerate(node.inputs)
                        if not isinstance(v.type, GpuArrayType)]  # fmt: skip
-            found = node.tag.bc_elemwise_layout = (arrays, scalars, [o.type.dtype for o in node.outputs])
+            found = node.tag.bc_elemwise_layout = (
+                arrays, scalars, [o.type.dtype for o in node.outputs], self.vector_width(node)
+            )
         return found
 
     def _plan(self, node) -> "_Launch":
@@ -309,17 +354,17 @@ class GpuElemwise(Op):
 
     def perform(self, node, inputs, output_storage):
         cp = cupy_module()
-        array_args, scalar_args, out_dtypes = self._layout(node)
+        array_args, scalar_args, out_dtypes, width = self._layout(node)
         arrays = [inputs[k] for k in array_args]
         ndim = node.outputs[0].type.ndim
-        shape = _broadcast_shape(self, ndim, arrays)
+        shape = layout.broadcast_shape(self, ndim, arrays)
         outs = [cp.empty(shape, dtype=d) for d in out_dtypes]
         for storage, out in zip(output_storage, outs):
             storage[0] = out
         n = math.prod(shape)
         if n == 0:
             return
-        _check_arrays(self, arrays, cp.cuda.runtime.getDevice())
+        layout.check_arrays(self, arrays, cp.cuda.runtime.getDevice())
         plan = self._plan(node)
         p = plan.params
         p.n = n
@@ -334,10 +379,10 @@ class GpuElemwise(Op):
             if contiguous:
                 p.step[k] = 0 if a.size == 1 else a.itemsize
             else:
-                p.strides[k][:ndim] = _strides(shape, a)
+                p.strides[k][:ndim] = layout.strides(shape, a)
         if not contiguous:
             p.shape[:ndim] = shape
-        p.contiguous = int(contiguous)
+        p.contiguous = 2 if contiguous and width and layout.vector_aligned(args, width) else int(contiguous)
         plan.launch(min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
 
 
@@ -361,39 +406,3 @@ class _Launch:
     def launch(self, blocks: int, stream: int) -> None:
         """``cuLaunchKernel`` of ``blocks`` blocks with the current parameters, on ``stream``."""
         self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, self._args)
-
-
-def _check_arrays(op, arrays: Sequence, device: int) -> None:
-    """ValueError for arrays the kernel must not touch: on another device than
-    the current one, or not aligned to their itemsize (a misaligned access
-    would end the CUDA context)."""
-    for a in arrays:
-        if a.data.device_id != device:
-            raise ValueError(f"{op}: an input is on GPU {a.data.device_id}, the current device is {device}")
-        # one element is loaded too (its address counts, not its strides)
-        if a.size and (a.data.ptr % a.itemsize or any(st % a.itemsize for st, n in zip(a.strides, a.shape) if n > 1)):
-            raise ValueError(f"{op}: an input is not aligned to its itemsize ({a.itemsize} bytes)")
-
-
-def _broadcast_shape(op, ndim: int, arrays: Sequence) -> tuple:
-    shape = [1] * ndim
-    for a in arrays:
-        padded = (1,) * (ndim - a.ndim) + tuple(a.shape)
-        for d, s in enumerate(padded):
-            if s != 1:
-                if shape[d] not in (1, s):
-                    raise ValueError(
-                        f"{op}: input shapes {[tuple(x.shape) for x in arrays]} do not broadcast "
-                        f"(dimension {d}: {shape[d]} and {s})"
-                    )
-                shape[d] = s
-    return tuple(shape)
-
-
-def _strides(shape, a) -> List[int]:
-    """Byte strides of ``a`` over the output ``shape`` (0 where it broadcasts)."""
-    pad = len(shape) - a.ndim
-    strides = [0] * pad
-    for d in range(a.ndim):
-        strides.append(0 if a.shape[d] == 1 and shape[pad + d] != 1 else a.strides[d])
-    return strides

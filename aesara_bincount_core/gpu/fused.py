@@ -245,20 +245,28 @@ class GpuFusedBincount(GpuBincount):
 
     # -- the kernel --------------------------------------------------------
     def _device_function(self, sop, variables, first: int, fname: str, tag: str):
-        """The generated device function ``fname(f, pos)`` of a scalar graph
-        whose inputs are the fused parameters ``first ...``: (lines, support)."""
+        """The generated device functions of a scalar graph whose inputs are
+        the fused parameters ``first ...``: ``fname(f, pos)``, its value at
+        ``pos``, and the vector forms (``bincount_cuda_device.cuh``,
+        ``BC_FUSED_VECTOR``): ``fname_vec``, the values at ``V`` positions
+        from vector loads, ``fname_vec_ok`` and ``fname_head``: (lines, support)."""
         args: List[str] = []
+        vargs: List[str] = []
+        arrays: List[str] = []
         for k, v in enumerate(variables, first):
             ctype = v.type.dtype_specs()[1]
             if isinstance(v.type, GpuArrayType):
                 args.append(f"((const {ctype} *)f.data[{k}])[pos * f.stride[{k}]]")
+                vargs.append(f"BC_FUSED_VIN({k}, {ctype})")
+                arrays.append(f"{k}, {ctype}")
             else:
                 args.append(f"(*(const {ctype} *)&f.data[{k}])")
+                vargs.append(args[-1])
         out_dtype = sop.fgraph.outputs[0].type.dtype
         out_ctype = aes.get_scalar_type(out_dtype).dtype_specs()[1]
-        code = scalar_codegen.scalar_code(
-            sop, args, ["bc_r"], "cuda", [v.type.dtype for v in variables], [out_dtype], f"bc_fused_{tag}",
-        )  # fmt: skip
+        in_dtypes = [v.type.dtype for v in variables]
+        code = scalar_codegen.scalar_code(sop, args, ["bc_r"], "cuda", in_dtypes, [out_dtype], f"bc_fused_{tag}")
+        vcode = scalar_codegen.scalar_code(sop, vargs, ["bc_r"], "cuda", in_dtypes, [out_dtype], f"bc_fused_{tag}")
         lines = [
             f"static __device__ __forceinline__ {out_ctype} {fname}(const bc_fused_params &f, bc_i64 pos)",
             "{",
@@ -266,7 +274,26 @@ class GpuFusedBincount(GpuBincount):
             code.body,
             "    return bc_r;",
             "}",
-        ]
+            f"BC_FUSED_VECTOR({fname}_vec)",
+            "{",
+            *[f"    BC_FUSED_VLOAD({a})" for a in arrays],
+            "    BC_FUSED_EACH_ELEMENT",
+            "    {",
+            f"        {out_ctype} bc_r;",
+            vcode.body,
+            "        bc_out[bc_j] = (O)bc_r;",
+            "    }",
+            "}",
+            f"BC_FUSED_VECTOR_OK({fname}_vec_ok)",
+            "{",
+            f"    return {' && '.join([f'BC_FUSED_ALIGNED({a})' for a in arrays] + ['true'])};",
+            "}",
+            f"BC_FUSED_VECTOR_HEAD({fname}_head)",
+            "{",
+            *[f"    BC_FUSED_HEAD({a})" for a in arrays],
+            "    return 0;",
+            "}",
+        ]  # fmt: skip
         return lines, code.support
 
     def kernel_source(self, node) -> Tuple[str, str]:

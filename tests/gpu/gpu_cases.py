@@ -7,6 +7,7 @@ fake driver and fake CuPy count synchronizations.  Without either they are
 skipped.  Nothing here imports Aesara: the kernel tests also run under
 NumPy 2 + CuPy 14, where Aesara cannot be imported.
 """
+import ctypes
 import os
 import threading
 import time
@@ -27,6 +28,15 @@ OUT_DTYPES = INDEX_DTYPES + ("float32", "float64")
 def size(real: int, emulated: int) -> int:
     """A problem size: ``real`` on a GPU, ``emulated`` on the CPU emulation."""
     return emulated if EMULATED else real
+
+
+def sticky(clear: bool = False) -> int:
+    """The fake driver's sticky error, cleared when ``clear`` (0 on a real
+    GPU, where a fault would end the run): CUDA_ERROR_MISALIGNED_ADDRESS
+    (716) after a kernel's misaligned access."""
+    if not EMULATED:
+        return 0
+    return ctypes.CDLL(os.environ["AESARA_BINCOUNT_LIBCUDA"]).fake_cuda_sticky(int(clear))
 
 
 def cupy():

@@ -12,7 +12,6 @@ the kernel layer, must raise ``ValueError`` naming the array, write nothing,
 and leave the context usable (the fake driver of the CPU emulation fails a
 misaligned access as a GPU would, with a sticky error, which the tests read).
 """
-import ctypes
 import os
 import sys
 
@@ -22,19 +21,12 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpu_cases import AVAILABLE, EMULATED, WHY, cupy  # noqa: E402
+from gpu_cases import AVAILABLE, EMULATED, WHY, cupy, sticky  # noqa: E402
 
 from aesara_bincount_core.cuda import kernels  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 needs_emulation = pytest.mark.skipif(not EMULATED, reason="reads the fake driver's sticky error")
-
-
-def sticky(clear: bool = False) -> int:
-    """The fake driver's sticky error (0 on a real GPU, where a fault would end the run)."""
-    if not EMULATED:
-        return 0
-    return ctypes.CDLL(os.environ["AESARA_BINCOUNT_LIBCUDA"]).fake_cuda_sticky(int(clear))
 
 
 @pytest.fixture(autouse=True)

@@ -35,8 +35,10 @@
  * global memory flushes subnormal inputs and results to zero (shared-memory
  * float atomics and double atomics keep them), so a kernel that relies on it
  * for float32 sums loses subnormals here as it would on a GPU.  Streaming
- * loads (__ldcs) are counted by their width (emu::load_counts), so that a
- * test can tell the vector path from the element-by-element one.
+ * loads (__ldcs) and write-back stores (__stwb) are counted by their width
+ * (emu::load_counts, emu::store_counts) and checked for alignment, so that
+ * a test can tell the vector path from the element-by-element one, and a
+ * wide access at an address it does not fit fails as on a GPU.
  *
  * A new warp intrinsic is written as __all_sync is: each lane puts its value
  * in warp().slots, warp_sync(), reads what it needs, warp_sync().
@@ -203,6 +205,8 @@ inline thread_local bool in_kernel = false;
 
 /* __ldcs calls, by the width of what they load (1 ... 16 bytes). */
 inline std::atomic<long long> load_counts[17];
+/* __stwb calls, by the width of what they store. */
+inline std::atomic<long long> store_counts[17];
 
 /* Set when a load or an atomic of a kernel was not aligned to its size (a
  * GPU faults with CUDA_ERROR_MISALIGNED_ADDRESS; the fake driver makes that
@@ -541,6 +545,15 @@ template <typename T> inline T __ldcs(const T *p)
     emu::load_counts[sizeof(T)].fetch_add(1, std::memory_order_relaxed);
     emu::check_aligned(p, sizeof(T));
     return *p;
+}
+
+/* A store with the default (write-back) policy; checked and counted as loads are. */
+template <typename T> inline void __stwb(T *p, T v)
+{
+    static_assert(sizeof(T) <= 16, "store wider than 16 bytes");
+    emu::store_counts[sizeof(T)].fetch_add(1, std::memory_order_relaxed);
+    emu::check_aligned(p, sizeof(T));
+    *p = v;
 }
 
 inline unsigned int __float_as_uint(float v)

@@ -455,6 +455,13 @@ void fake_cuda_load_counts(long long *out)
         out[i] = emu::load_counts[i].load();
 }
 
+/* Test API: __stwb calls of the kernels by width in bytes (out[1] ... out[16]). */
+void fake_cuda_store_counts(long long *out)
+{
+    for (int i = 0; i < 17; i++)
+        out[i] = emu::store_counts[i].load();
+}
+
 CUresult cuInit(unsigned flags)
 {
     make_tables();
