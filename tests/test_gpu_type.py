@@ -33,12 +33,19 @@ FAKECUPY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_emu", "
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    """The NumPy-backed fake CuPy, as ``cupy``, for this test only."""
-    spec = importlib.util.spec_from_file_location("cupy", FAKECUPY)
+    """The NumPy-backed fake CuPy, as ``cupy``, for this test only: loaded as a
+    package (its ``__init__`` imports its submodule ``cupy._routines``), and
+    its submodules dropped from ``sys.modules`` afterwards."""
+    before = {name for name in sys.modules if name.startswith("cupy.")}
+    spec = importlib.util.spec_from_file_location(
+        "cupy", FAKECUPY, submodule_search_locations=[os.path.dirname(FAKECUPY)]
+    )
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "cupy", module)
-    return module
+    spec.loader.exec_module(module)
+    yield module
+    for name in [n for n in sys.modules if n.startswith("cupy.") and n not in before]:
+        del sys.modules[name]
 
 
 # -- the type -----------------------------------------------------------------
