@@ -68,7 +68,7 @@ def main(argv: List[str]) -> int:
         if kind == "gpu":
             import aesara_bincount.gpu
 
-            ok, why = aesara_bincount.gpu.is_available()
+            ok, why = aesara_bincount.gpu.availability()
             if not ok or os.environ.get("AESARA_BINCOUNT_EMULATED_GPU") != "1":
                 print(f"readme_examples: no emulated GPU in this process ({why})")
                 return 1
