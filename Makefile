@@ -85,9 +85,12 @@ DEMO_AESARA_FLAGS := $(if $(findstring blas__ldflags,$(AESARA_FLAGS)),$(AESARA_F
 demo: $(STAMP)
 	AESARA_FLAGS="$(DEMO_AESARA_FLAGS)" $(PY) -m aesara_bincount
 
-## The test-suite (what CI runs); it builds the docs and runs their examples.
+## The test-suite (what CI runs); it builds the docs and runs their examples.  It
+## runs on TEST_JOBS pytest-xdist workers (auto: one per core; TEST_JOBS=0 runs it
+## in this process), each with an Aesara compile directory of its own.
+TEST_JOBS ?= auto
 test: $(DOCS_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 ## The test-suite without the slow tests and the docs build.
 test-fast: $(STAMP)

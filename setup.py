@@ -43,7 +43,8 @@ setup(
     extras_require={
         "cuda12": ["cupy-cuda12x>=13,<14", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
         # NVRTC lets the tests compile the CUDA kernels on machines without a GPU.
-        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
+        # pytest-xdist: make test spreads the suite over every core (TEST_JOBS).
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "nvidia-cuda-nvrtc-cu12>=12.2,<13"],
         "bench": ["numba", "matplotlib"],
         # make docs builds with warnings as errors: new major releases may add warnings.
         # readme_renderer: the README renders as PyPI renders it (tests/test_readme.py).

@@ -132,6 +132,11 @@ def pytest_collection_modifyitems(config, items):
     if GPU_PER_FILE > 0:
         items[:], dropped = gpu_sample(items, GPU_PER_FILE)
         config.hook.pytest_deselected(items=dropped)
+    if getattr(config.option, "numprocesses", None):
+        # Under pytest-xdist the long tests (marked slow: the emulated GPU suite, the GPU
+        # dry run...) go first, so that no worker starts one when the others are done.
+        # A stable sort: every worker must collect the same order.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _mark_gpu_variants(items):

@@ -13,7 +13,8 @@ Op, on ``GpuBincount``).  A test written with ``backend`` joins this run by
 itself.  Hypothesis draws 8 examples here, the same on every run (the ``few`` profile).
 With ``AESARA_BINCOUNT_GPU_PER_FILE=N`` (``make gpu-emulated-short``, which
 ``make test-py312`` runs) only N GPU tests of each file run.
-The suite runs in a subprocess, so that the fakes never meet a real CuPy.
+The suite runs in a subprocess, so that the fakes never meet a real CuPy, on
+:func:`jobs` pytest-xdist workers.
 
 The run must be real, not skipped: every skip must say why the test cannot
 run on the emulation (a ``CPU only:`` reason, or work too slow or too large
@@ -62,6 +63,15 @@ SHORT = bool(os.environ.get("AESARA_BINCOUNT_GPU_PER_FILE"))
 ALLOWED_SKIPS = ("CPU only:", "too slow for the CPU emulation:", "too large for the CPU emulation")
 
 
+def jobs():
+    """pytest-xdist workers of the emulated run: ``AESARA_BINCOUNT_EMU_JOBS``, else
+    one per core this process may use (0: no workers, the run in one process)."""
+    given = os.environ.get("AESARA_BINCOUNT_EMU_JOBS")
+    if given:
+        return int(given)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _nvrtc_missing():
     from aesara_bincount_core.cuda import nvrtc
 
@@ -99,7 +109,7 @@ def test_gpu_suite_on_the_cpu_emulation(tmp_path):
     lib = emu.build()
     junit = tmp_path / "gpu.xml"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "-n", str(jobs()),
          "-m", "gpu and not slow", f"--junitxml={junit}", "-o", "junit_family=xunit2", "tests"],
         cwd=ROOT, env=emu.environment(lib), capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
