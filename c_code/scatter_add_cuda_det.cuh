@@ -61,81 +61,193 @@ template <typename OUT> struct det_run {
     }
 };
 
-/* Steps of 32 indices a warp loads at once, and matches whose increments it
- * loads at once, 8 of float32 and 4 of float64 (loads in flight: idx and
- * the increments come from memory, and a hot row's adds would otherwise
- * wait for one load each; 8 float64 spilled registers at sm_90). */
-enum { DET_ROW_STEPS = 4, DET_ROW_BATCH_BYTES = 32 };
+/* Matches whose staged increments a warp reads at once: 8 of float32, 4 of
+ * float64 (their shared-memory loads in flight, then the adds one by one). */
+enum {
+    DET_ROW_K = BC_CUDA_ROWS_DET_PER_THREAD,
+    DET_ROW_CHUNK = BC_CUDA_THREADS * DET_ROW_K,
+    DET_ROW_WARPS = BC_CUDA_THREADS / 32,
+    DET_ROW_BATCH_BYTES = 32
+};
+static_assert(DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4 + BC_CUDA_ROWS_DET_STAGE_BYTES ==
+                  BC_CUDA_ROWS_DET_SHARED_BYTES,
+              "BC_CUDA_ROWS_DET_SHARED_BYTES: the layout of rows_det's shared memory");
+static_assert((DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4) % 8 == 0,
+              "rows_det: the stage starts on 8 bytes");
+
+/* The block's shared memory: the chunk's matches in index order (row, less
+ * the block's first row; position in the chunk), each warp's count of
+ * matches per index a thread takes, and the stage of increment rows. */
+template <typename OUT> struct det_shared {
+    bc_i64 *row;
+    int *pos;
+    int *count;
+    OUT *stage;
+    __device__ __forceinline__ det_shared()
+    {
+        unsigned char *base = reinterpret_cast<unsigned char *>(dynamic_shared());
+        row = reinterpret_cast<bc_i64 *>(base);
+        pos = reinterpret_cast<int *>(base + DET_ROW_CHUNK * 8);
+        count = reinterpret_cast<int *>(base + DET_ROW_CHUNK * 12);
+        stage = reinterpret_cast<OUT *>(base + DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4);
+    }
+};
+
+/* [lo, hi) of `total` items cut into `parts` near-equal ranges: range `k`. */
+__device__ __forceinline__ void det_share(bc_i64 total, bc_i64 parts, bc_i64 k, bc_i64 &lo, bc_i64 &hi)
+{
+    const bc_i64 each = total / parts, extra = total % parts;
+    lo = each * k + (k < extra ? k : extra);
+    hi = lo + each + (k < extra ? 1 : 0);
+}
+
+/* The chunk's matches [lo, hi) of the block, `width` columns from col0 of
+ * each increment row, loaded into v: element k of the stage (entry k / width,
+ * column k % width) in v[j] of thread k - j * BC_CUDA_THREADS. */
+template <typename OUT, int J>
+__device__ __forceinline__ void det_stage_load(const bc_rows_params &p, const det_shared<OUT> &sh,
+                                               bc_i64 c0, int lo, int hi, bc_i64 col0, int width,
+                                               OUT (&v)[J])
+{
+    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
+    const int size = (hi - lo) * width;
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        const int k = (int)threadIdx.x + j * BC_CUDA_THREADS;
+        if (k < size) {
+            const int e = k / width;
+            v[j] = inc[(c0 + sh.pos[lo + e]) * p.inc_row + (col0 + (k - e * width)) * p.inc_elem];
+        }
+    }
+}
 
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
-    enum { TILE = BC_CUDA_ROWS_TILE, U = DET_ROW_STEPS, B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT) };
+    enum {
+        TILE = BC_CUDA_ROWS_TILE, K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS,
+        B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT),
+        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT), J = STAGE / BC_CUDA_THREADS
+    };
     const I *idx = reinterpret_cast<const I *>(p.idx);
-    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
     OUT *out = reinterpret_cast<OUT *>(p.out);
-    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
-    const bc_i64 warp = (bc_i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const bc_i64 warps = (bc_i64)gridDim.x * (blockDim.x >> 5);
-    const bc_i64 owners = warps < p.nrows ? warps : p.nrows;
+    const int t = (int)threadIdx.x, lane = t & 31, w = t >> 5;
     /* The checking kernel ran before (same stream): nothing is added when it
-     * found a bad index. */
+     * found a bad index (the same for every thread: the block leaves whole). */
     if (p.status != 0 &&
         reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
         return;
-    if (warp >= owners)
+    const bc_i64 owners = (bc_i64)gridDim.x < p.nrows ? (bc_i64)gridDim.x : p.nrows;
+    if ((bc_i64)blockIdx.x >= owners)
         return;
-    const bc_i64 r0 = p.nrows / owners * warp + (warp < p.nrows % owners ? warp : p.nrows % owners);
-    const bc_i64 r1 = r0 + p.nrows / owners + (warp < p.nrows % owners ? 1 : 0);
+    /* The block's rows [r0, r0 + span), the warp's [a, z) of them (as
+     * offsets from r0; none when the block has fewer rows than warps). */
+    bc_i64 r0, r1, a = 0, z = 0;
+    det_share(p.nrows, owners, (bc_i64)blockIdx.x, r0, r1);
+    const bc_i64 span = r1 - r0, wowners = span < (bc_i64)NW ? span : (bc_i64)NW;
+    if (w < wowners)
+        det_share(span, wowners, w, a, z);
+    const det_shared<OUT> sh;
     for (bc_i64 col0 = 0; col0 < p.row_size; col0 += 32 * TILE) {
         const bc_i64 col = col0 + lane;
+        const bc_i64 left = p.row_size - col0, full = 32 * TILE;
+        const int width = (int)(left < full ? left : full);
+        const int per = (int)STAGE / width < (int)CH ? (int)STAGE / width : (int)CH; /* matches a stage holds */
         det_run<OUT> run;
-        for (bc_i64 base = 0; base < p.n; base += 32 * U) {
-            bc_i64 row[U];
+        I next[K];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const bc_i64 i = base + u * 32 + lane;
-                row[u] = i < p.n ? det_row(idx[i * p.idx_stride], p.nrows) : -1;
+        for (int k = 0; k < K; k++) {
+            const bc_i64 i = (bc_i64)(k * BC_CUDA_THREADS + t);
+            next[k] = i < p.n ? idx[i * p.idx_stride] : (I)0;
+        }
+        for (bc_i64 c0 = 0; c0 < p.n; c0 += CH) {
+            /* 1. The chunk's indices in this block's rows, compacted in
+             * index order; the next chunk's indices are loaded meanwhile. */
+            bc_i64 row[K];
+            unsigned hit[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const bc_i64 i = c0 + k * BC_CUDA_THREADS + t;
+                row[k] = i < p.n ? det_row(next[k], p.nrows) - r0 : -1;
+                const bc_i64 ni = i + CH;
+                next[k] = ni < p.n ? idx[ni * p.idx_stride] : (I)0;
+                hit[k] = __ballot_sync(FULL_WARP, row[k] >= 0 && row[k] < span);
+                if (lane == 0)
+                    sh.count[k * NW + w] = __popc(hit[k]);
+            }
+            __syncthreads();
+            int total = 0, at[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+#pragma unroll
+                for (int u = 0; u < NW; u++) {
+                    if (u == w)
+                        at[k] = total + __popc(hit[k] & ((1u << lane) - 1u));
+                    total += sh.count[k * NW + u];
+                }
             }
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                unsigned mine = __ballot_sync(FULL_WARP, row[u] >= r0 && row[u] < r1);
-                while (mine != 0u) { /* uniform: every lane holds the same mask */
-                    /* Up to B matches, in index order: their rows, then their
-                     * increments loaded together, then added one by one. */
-                    bc_i64 rs[B], at[B];
-                    OUT v[B][TILE];
+            for (int k = 0; k < K; k++) {
+                if ((hit[k] >> lane) & 1u) {
+                    sh.row[at[k]] = row[k];
+                    sh.pos[at[k]] = k * BC_CUDA_THREADS + t;
+                }
+            }
+            __syncthreads();
+            /* 2. The matches' increments, `per` at a time, staged in shared
+             * memory by the whole block (the next ones loaded while these
+             * are added); each warp adds those of its rows, in index order. */
+            OUT v[J];
+            det_stage_load(p, sh, c0, 0, total < per ? total : per, col0, width, v);
+            for (int lo = 0; lo < total; lo += per) {
+                const int hi = lo + per < total ? lo + per : total;
+                __syncthreads(); /* the stage is free */
 #pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        rs[b] = -1;
-                        at[b] = 0;
-                        if (mine != 0u) {
-                            const int j = __ffs((int)mine) - 1;
-                            mine &= mine - 1u;
-                            rs[b] = __shfl_sync(FULL_WARP, row[u], j);
-                            at[b] = base + u * 32 + j;
+                for (int j = 0; j < J; j++)
+                    if (t + j * BC_CUDA_THREADS < (hi - lo) * width)
+                        sh.stage[t + j * BC_CUDA_THREADS] = v[j];
+                __syncthreads();
+                if (hi < total)
+                    det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
+                for (int s = lo; s < hi; s += 32) {
+                    const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
+                    unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
+                    while (mine != 0u) { /* uniform: every lane holds the same mask */
+                        /* Up to B matches, in index order: their staged
+                         * columns read together, then added one by one. */
+                        bc_i64 rs[B];
+                        int e[B];
+                        OUT x[B][TILE];
+#pragma unroll
+                        for (int b = 0; b < B; b++) {
+                            rs[b] = -1;
+                            e[b] = 0;
+                            if (mine != 0u) {
+                                const int l = __ffs((int)mine) - 1;
+                                mine &= mine - 1u;
+                                rs[b] = __shfl_sync(FULL_WARP, r, l) + r0;
+                                e[b] = s + l - lo;
+                            }
                         }
-                    }
 #pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        const OUT *src = inc + at[b] * p.inc_row;
+                        for (int b = 0; b < B; b++)
 #pragma unroll
-                        for (int t = 0; t < TILE; t++)
-                            v[b][t] = rs[b] >= 0 && col + t * 32 < p.row_size
-                                          ? src[(col + t * 32) * p.inc_elem]
-                                          : (OUT)0;
-                    }
+                            for (int u = 0; u < TILE; u++)
+                                x[b][u] = rs[b] >= 0 && lane + u * 32 < width
+                                              ? sh.stage[e[b] * width + lane + u * 32]
+                                              : (OUT)0;
 #pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        if (rs[b] < 0)
-                            break;
-                        if (rs[b] != run.row) {
-                            run.store(out, p, col);
-                            run.row = rs[b];
-                            run.load(out, p, col);
+                        for (int b = 0; b < B; b++) {
+                            if (rs[b] < 0)
+                                break;
+                            if (rs[b] != run.row) {
+                                run.store(out, p, col);
+                                run.row = rs[b];
+                                run.load(out, p, col);
+                            }
+#pragma unroll
+                            for (int u = 0; u < TILE; u++)
+                                run.val[u] += x[b][u];
                         }
-#pragma unroll
-                        for (int t = 0; t < TILE; t++)
-                            run.val[t] += v[b][t];
                     }
                 }
             }
