@@ -7,24 +7,45 @@
  * numpy.add.at; so the result is the same bits on every call, on every
  * device, and equal to np.add.at's.  Neighbours: scatter_add_cuda_kernel.cu
  * (which instantiates it as scatter_rows_det_<idx>_<f32|f64>, and whose
- * checking kernel runs first), bincount_cuda_device.cuh (warp helpers),
+ * checking kernel runs first), bincount_cuda_device.cuh (dynamic_shared),
  * scatter_add_cuda_launch.h (the launcher, which queues it in place of the
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
  *
- * Algorithm: the rows are cut into equal ranges, one per warp of the grid
- * (at most one warp per row).  Every warp reads all of idx, DET_ROW_STEPS
- * steps of 32 indices at a time, and picks out with a ballot those of each
- * step that fall in its rows; it takes them in index order, 8 (float64: 4)
- * at a time (their increment rows loaded together, then added one by one),
- * its lanes holding 32 * BC_CUDA_ROWS_TILE columns of the current row in
- * registers (loaded when the row changes, stored back when another row
- * comes).  Rows wider than that are done tile by tile, reading idx once per
- * tile.  No atomics: each element has one writer.
+ * Algorithm.  The rows are cut into equal ranges, one per block (at most
+ * one block per row), and a block's range into equal ranges, one per warp
+ * (at most one warp per row): each row has one writer, no atomics.  For
+ * each column tile (32 * BC_CUDA_ROWS_TILE columns; wider rows take several,
+ * each reading idx again), a block reads idx in chunks of DET_ROW_CHUNK
+ * (BC_CUDA_ROWS_DET_PER_THREAD indices a thread, coalesced, the next
+ * chunk's loaded while this one is handled):
+ *   1. Compaction: the chunk's indices that fall in the block's rows are
+ *      written to shared memory in index order (row, position): a ballot
+ *      per warp and index a thread takes, the warps' counts summed in
+ *      order, so each match's slot is its rank among the chunk's matches.
+ *   2. Staging: the matches' increment rows (the tile's columns) are loaded
+ *      by all the block's threads at once, `per` = BC_CUDA_ROWS_DET_STAGE_BYTES
+ *      / (tile width * itemsize) matches at a time (128 float32 rows of 64),
+ *      into registers (each thread BC_CUDA_ROWS_DET_STAGE_BYTES / itemsize /
+ *      BC_CUDA_THREADS elements), then stored to the stage in shared memory;
+ *      the next `per` matches are loaded while the warps add these.
+ *   3. Adds: each warp goes through the staged matches in order, picks out
+ *      with a ballot those of its rows, and adds them one by one, 8 (float64:
+ *      4) read from the stage at a time, its lanes holding the tile's
+ *      columns of the current row in registers (loaded when the row
+ *      changes, stored back when another row comes).
+ * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
+ * det_shared) holds the chunk's matches, the warps' counts and the stage.
+ * So every row receives its increments in index order, one add each, rounded
+ * in the output's dtype: np.add.at's order and bits, whatever the grid.
  *
- * Cost: idx is read once per warp (from L2 after the first), and the rows
- * of one warp are summed by that warp alone, so a hot row (a large share of
- * the indices on one row) is added serially by one warp.  This is the
- * price of numpy's order; the default kernel is faster.
+ * Cost (H200; counts, not measured): idx is read once per block, not per
+ * warp, and compacted with two barriers per chunk of 1,024 indices (about
+ * 0.25 us a chunk); a hot row (a large share of the indices on one row) is
+ * still added by one warp, but from shared memory, its increments loaded
+ * by the whole block many rows ahead (32 KB in flight), so it is bound by
+ * the warp's issue (about 12 instructions an increment of 64 float32
+ * columns) instead of by one round trip to memory per 8 increments.  The
+ * figures for the benchmark's case are in docs/semantics.rst.
  */
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH
@@ -121,11 +142,65 @@ __device__ __forceinline__ void det_stage_load(const bc_rows_params &p, const de
     }
 }
 
+/* Adds to the warp's run, in index order, the staged matches [lo, hi) of
+ * the chunk that fall in its rows [a, z) (offsets from r0): up to B at a
+ * time, their staged columns read together, then added one by one.  T of
+ * the run's BC_CUDA_ROWS_TILE columns per lane are read and added (2 when
+ * the tile is at most 64 columns wide: the others are outside the row). */
+template <int T, typename OUT>
+__device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shared<OUT> &sh,
+                                               const bc_rows_params &p, int lo, int hi, bc_i64 a,
+                                               bc_i64 z, bc_i64 r0, bc_i64 col, int width)
+{
+    enum { B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT) };
+    static_assert(T >= 1 && T <= BC_CUDA_ROWS_TILE, "det_add_staged: T columns of a tile");
+    OUT *out = reinterpret_cast<OUT *>(p.out);
+    const int lane = (int)(threadIdx.x & 31u);
+    const OUT *cols = sh.stage + lane; /* this lane's columns of staged match 0 */
+    for (int s = lo; s < hi; s += 32) {
+        const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
+        unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
+        while (mine != 0u) { /* uniform: every lane holds the same mask */
+            bc_i64 rs[B];
+            int e[B];
+            OUT x[B][T];
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                rs[b] = -1;
+                e[b] = 0;
+                if (mine != 0u) {
+                    const int l = __ffs((int)mine) - 1;
+                    mine &= mine - 1u;
+                    rs[b] = __shfl_sync(FULL_WARP, r, l) + r0;
+                    e[b] = s + l - lo;
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; b++)
+#pragma unroll
+                for (int u = 0; u < T; u++)
+                    x[b][u] = rs[b] >= 0 && lane + u * 32 < width ? cols[e[b] * width + u * 32] : (OUT)0;
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                if (rs[b] < 0)
+                    break;
+                if (rs[b] != run.row) {
+                    run.store(out, p, col);
+                    run.row = rs[b];
+                    run.load(out, p, col);
+                }
+#pragma unroll
+                for (int u = 0; u < T; u++)
+                    run.val[u] += x[b][u];
+            }
+        }
+    }
+}
+
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
     enum {
         TILE = BC_CUDA_ROWS_TILE, K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS,
-        B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT),
         STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT), J = STAGE / BC_CUDA_THREADS
     };
     const I *idx = reinterpret_cast<const I *>(p.idx);
@@ -208,48 +283,10 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_det(con
                 __syncthreads();
                 if (hi < total)
                     det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
-                for (int s = lo; s < hi; s += 32) {
-                    const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
-                    unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
-                    while (mine != 0u) { /* uniform: every lane holds the same mask */
-                        /* Up to B matches, in index order: their staged
-                         * columns read together, then added one by one. */
-                        bc_i64 rs[B];
-                        int e[B];
-                        OUT x[B][TILE];
-#pragma unroll
-                        for (int b = 0; b < B; b++) {
-                            rs[b] = -1;
-                            e[b] = 0;
-                            if (mine != 0u) {
-                                const int l = __ffs((int)mine) - 1;
-                                mine &= mine - 1u;
-                                rs[b] = __shfl_sync(FULL_WARP, r, l) + r0;
-                                e[b] = s + l - lo;
-                            }
-                        }
-#pragma unroll
-                        for (int b = 0; b < B; b++)
-#pragma unroll
-                            for (int u = 0; u < TILE; u++)
-                                x[b][u] = rs[b] >= 0 && lane + u * 32 < width
-                                              ? sh.stage[e[b] * width + lane + u * 32]
-                                              : (OUT)0;
-#pragma unroll
-                        for (int b = 0; b < B; b++) {
-                            if (rs[b] < 0)
-                                break;
-                            if (rs[b] != run.row) {
-                                run.store(out, p, col);
-                                run.row = rs[b];
-                                run.load(out, p, col);
-                            }
-#pragma unroll
-                            for (int u = 0; u < TILE; u++)
-                                run.val[u] += x[b][u];
-                        }
-                    }
-                }
+                if (width <= 64)
+                    det_add_staged<2>(run, sh, p, lo, hi, a, z, r0, col, width);
+                else
+                    det_add_staged<TILE>(run, sh, p, lo, hi, a, z, r0, col, width);
             }
         }
         run.store(out, p, col);
