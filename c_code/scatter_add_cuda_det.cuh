@@ -40,10 +40,10 @@
  *
  * Cost (H200; counts, not measured): idx is read once per block, not per
  * warp, and compacted with two barriers per chunk of 1,024 indices (about
- * 0.25 us a chunk); a hot row (a large share of the indices on one row) is
+ * 0.35 us a chunk); a hot row (a large share of the indices on one row) is
  * still added by one warp, but from shared memory, its increments loaded
  * by the whole block many rows ahead (32 KB in flight), so it is bound by
- * the warp's issue (about 12 instructions an increment of 64 float32
+ * the warp's issue (about 15 instructions an increment of 64 float32
  * columns) instead of by one round trip to memory per 8 increments.  The
  * figures for the benchmark's case are in docs/semantics.rst.
  */
