@@ -82,8 +82,10 @@ template <typename OUT> struct det_run {
     }
 };
 
-/* Matches whose staged increments a warp reads at once: 8 of float32, 4 of
- * float64 (their shared-memory loads in flight, then the adds one by one). */
+/* Indices a thread takes of a chunk, indices of a chunk, warps of a block,
+ * and bytes of the staged increments a warp reads at once: 8 matches of
+ * float32, 4 of float64 (their shared-memory loads in flight, then the adds
+ * one by one). */
 enum {
     DET_ROW_K = BC_CUDA_ROWS_DET_PER_THREAD,
     DET_ROW_CHUNK = BC_CUDA_THREADS * DET_ROW_K,
