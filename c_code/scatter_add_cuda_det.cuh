@@ -32,7 +32,10 @@
  *      with a ballot those of its rows, and adds them one by one, 8 (float64:
  *      4) read from the stage at a time, its lanes holding the tile's
  *      columns of the current row in registers (loaded when the row
- *      changes, stored back when another row comes).
+ *      changes, stored back when another row comes).  A step of 32 staged
+ *      matches whose matches of the warp all fall on one row (a hot row)
+ *      takes that row once and then only reads and adds; a tile of at most
+ *      64 columns reads and adds two columns a lane, not BC_CUDA_ROWS_TILE.
  * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
  * det_shared) holds the chunk's matches, the warps' counts and the stage.
  * So every row receives its increments in index order, one add each, rounded
@@ -43,9 +46,10 @@
  * 0.35 us a chunk); a hot row (a large share of the indices on one row) is
  * still added by one warp, but from shared memory, its increments loaded
  * by the whole block many rows ahead (32 KB in flight), so it is bound by
- * the warp's issue (about 15 instructions an increment of 64 float32
- * columns) instead of by one round trip to memory per 8 increments.  The
- * figures for the benchmark's case are in docs/semantics.rst.
+ * the warp's issue (about 11 instructions an increment of 64 float32
+ * columns on a step of one row, 18 on a step that mixes rows) instead of
+ * by one round trip to memory per 8 increments.  The figures for the
+ * benchmark's case are in docs/semantics.rst.
  */
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH
@@ -146,7 +150,9 @@ __device__ __forceinline__ void det_stage_load(const bc_rows_params &p, const de
 
 /* Adds to the warp's run, in index order, the staged matches [lo, hi) of
  * the chunk that fall in its rows [a, z) (offsets from r0): up to B at a
- * time, their staged columns read together, then added one by one.  T of
+ * time, their staged columns read together, then added one by one (when
+ * the warp's matches among a step of 32 staged ones all fall on one row,
+ * without picking the row of each).  T of
  * the run's BC_CUDA_ROWS_TILE columns per lane are read and added (2 when
  * the tile is at most 64 columns wide: the others are outside the row). */
 template <int T, typename OUT>
@@ -162,6 +168,44 @@ __device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shar
     for (int s = lo; s < hi; s += 32) {
         const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
         unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
+        if (mine == 0u)
+            continue;
+        /* The step's matches all on one row (a hot row): that row once,
+         * then only its staged columns, B matches at a time. */
+        const bc_i64 first = __shfl_sync(FULL_WARP, r, __ffs((int)mine) - 1);
+        if (__all_sync(FULL_WARP, ((mine >> lane) & 1u) == 0u || r == first)) {
+            if (first + r0 != run.row) {
+                run.store(out, p, col);
+                run.row = first + r0;
+                run.load(out, p, col);
+            }
+            while (mine != 0u) { /* uniform: every lane holds the same mask */
+                int e[B], got = 0;
+                OUT x[B][T];
+#pragma unroll
+                for (int b = 0; b < B; b++) {
+                    e[b] = 0;
+                    if (mine != 0u) {
+                        e[b] = s + __ffs((int)mine) - 1 - lo;
+                        mine &= mine - 1u;
+                        got = b + 1;
+                    }
+                }
+#pragma unroll
+                for (int b = 0; b < B; b++)
+#pragma unroll
+                    for (int u = 0; u < T; u++)
+                        x[b][u] = b < got && lane + u * 32 < width ? cols[e[b] * width + u * 32] : (OUT)0;
+#pragma unroll
+                for (int b = 0; b < B; b++) {
+                    if (b >= got)
+                        break;
+#pragma unroll
+                    for (int u = 0; u < T; u++)
+                        run.val[u] += x[b][u];
+                }
+            }
+        }
         while (mine != 0u) { /* uniform: every lane holds the same mask */
             bc_i64 rs[B];
             int e[B];
