@@ -38,9 +38,10 @@
  * The Op passes, as macros: SA_ONTO_ZEROS, SA_INPLACE, SA_IDX_SIGNED,
  * SA_IDX_DTYPE_NAME, SA_OUT_DTYPE_NAME, SA_CHECK_KERNEL and SA_ADD_KERNEL
  * (kernel names), SA_ADD_DET (1 when the adding kernel is the deterministic
- * one, which takes dynamic shared memory).  No NumPy C-API call is made but on the shape of a
- * zero-filled base (a NumPy input, which makes Aesara's module import
- * NumPy's C API): the other forms' modules have no NumPy input.
+ * one, which takes dynamic shared memory).  No NumPy C-API call is made but
+ * on the shape of a zero-filled base (a NumPy input, which makes Aesara's
+ * module import NumPy's C API): the other forms' modules have no NumPy
+ * input.
  * Compiled on its own, it instantiates float64 rows onto a copy of the base
  * with int64 indices, which the test-suite uses to check that it stands alone.
  */
