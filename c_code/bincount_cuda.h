@@ -78,6 +78,14 @@ typedef unsigned int bc_u32;
  * output's size in float64: an update of a few rows of a large table takes
  * the batched compare-and-swap instead). */
 #define BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX 4
+/* The deterministic kernel (scatter_add_cuda_det.cuh): indices each thread
+ * takes of a chunk of idx (a chunk is BC_CUDA_THREADS times as many), bytes
+ * of the stage of increment rows in shared memory, and the dynamic shared
+ * memory of a block: the chunk's matches (8-byte rows, 4-byte positions),
+ * the warps' counts (4 bytes each per index a thread takes), the stage. */
+#define BC_CUDA_ROWS_DET_PER_THREAD 2
+#define BC_CUDA_ROWS_DET_STAGE_BYTES 32768
+#define BC_CUDA_ROWS_DET_SHARED_BYTES 45184
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */

@@ -6,7 +6,8 @@
  * parameter structs, the status record, the tuning numbers) are in
  * bincount_cuda.h, which this header includes.
  *
- * Holds: dtype traits (signed or not), the value of an index as 64 bits,
+ * Holds: dtype traits (signed or not), the block's dynamic shared memory
+ * (dynamic_shared), the value of an index as 64 bits,
  * streaming vector loads and write-back vector stores of up to 16 bytes
  * (also those of GpuElemwise's kernels, elemwise_cuda.cuh), the vector
  * loads of a fused kernel's inputs and the glue of its generated vector
@@ -57,6 +58,16 @@ BC_TRAITS(unsigned long long, false)
 
 inline constexpr bc_u64 NO_POSITION = ~0ull;
 inline constexpr unsigned FULL_WARP = 0xffffffffu;
+
+#ifndef BC_DYNAMIC_SHARED
+/* The block's dynamic shared memory (a hook, so that a CPU emulation used by
+ * the test-suite can supply its own). */
+__device__ __forceinline__ bc_u64 *dynamic_shared()
+{
+    extern __shared__ bc_u64 bc_dynamic_shared_memory[];
+    return bc_dynamic_shared_memory;
+}
+#endif
 
 /* A value of x as 64 bits: sign-extended when signed. */
 template <typename X> __device__ __forceinline__ bc_u64 as_u64(X v, sign_tag<true>)

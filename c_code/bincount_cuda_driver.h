@@ -363,6 +363,7 @@ static int bc_cuda_not_capturing(const bc_cuda_api *api, bc_CUstream stream, bc_
 typedef struct bc_cuda_launch {
     bc_CUfunction func;
     unsigned blocks;
+    unsigned shared_bytes; /* its dynamic shared memory per block */
     void **args;
     const char *what; /* for the error message */
 } bc_cuda_launch;
@@ -390,7 +391,8 @@ static int bc_cuda_copy_wait(const bc_cuda_api *api, const bc_cuda_host *host, b
         for (i = 0; i < n_then && queued == 0; i++)
             queued = bc_cuda_check(api,
                                    api->LaunchKernel(then[i].func, then[i].blocks, 1, 1,
-                                                     BC_CUDA_THREADS, 1, 1, 0, stream,
+                                                     BC_CUDA_THREADS, 1, 1,
+                                                     then[i].shared_bytes, stream,
                                                      then[i].args, NULL),
                                    then[i].what, err);
         /* Wait even when a launch failed: the copy into `landing` is queued. */

@@ -153,16 +153,6 @@ __device__ __forceinline__ bc_i64 bc_fused_x_head(const bc_fused_params &, int)
 }
 #endif
 
-#ifndef BC_DYNAMIC_SHARED
-/* The block's dynamic shared memory (a hook, so that a CPU emulation used by
- * the test-suite can supply its own). */
-__device__ __forceinline__ bc_u64 *dynamic_shared()
-{
-    extern __shared__ bc_u64 bc_dynamic_shared_memory[];
-    return bc_dynamic_shared_memory;
-}
-#endif
-
 /*
  * One histogram pass.  X: dtype of x; W: dtype of the weights (unused when
  * counting); SH: type of a shared-memory bin; ACC: type of a global bin (the

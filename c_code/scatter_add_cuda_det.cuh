@@ -7,24 +7,49 @@
  * numpy.add.at; so the result is the same bits on every call, on every
  * device, and equal to np.add.at's.  Neighbours: scatter_add_cuda_kernel.cu
  * (which instantiates it as scatter_rows_det_<idx>_<f32|f64>, and whose
- * checking kernel runs first), bincount_cuda_device.cuh (warp helpers),
+ * checking kernel runs first), bincount_cuda_device.cuh (dynamic_shared),
  * scatter_add_cuda_launch.h (the launcher, which queues it in place of the
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
  *
- * Algorithm: the rows are cut into equal ranges, one per warp of the grid
- * (at most one warp per row).  Every warp reads all of idx, DET_ROW_STEPS
- * steps of 32 indices at a time, and picks out with a ballot those of each
- * step that fall in its rows; it takes them in index order, 8 (float64: 4)
- * at a time (their increment rows loaded together, then added one by one),
- * its lanes holding 32 * BC_CUDA_ROWS_TILE columns of the current row in
- * registers (loaded when the row changes, stored back when another row
- * comes).  Rows wider than that are done tile by tile, reading idx once per
- * tile.  No atomics: each element has one writer.
+ * Algorithm.  The rows are cut into equal ranges, one per block (at most
+ * one block per row), and a block's range into equal ranges, one per warp
+ * (at most one warp per row): each row has one writer, no atomics.  For
+ * each column tile (32 * BC_CUDA_ROWS_TILE columns; wider rows take several,
+ * each reading idx again), a block reads idx in chunks of DET_ROW_CHUNK
+ * (BC_CUDA_ROWS_DET_PER_THREAD indices a thread, coalesced, the next
+ * chunk's loaded while this one is handled):
+ *   1. Compaction: the chunk's indices that fall in the block's rows are
+ *      written to shared memory in index order (row, position): a ballot
+ *      per warp and index a thread takes, the warps' counts summed in
+ *      order, so each match's slot is its rank among the chunk's matches.
+ *   2. Staging: the matches' increment rows (the tile's columns) are loaded
+ *      by all the block's threads at once, `per` = BC_CUDA_ROWS_DET_STAGE_BYTES
+ *      / (tile width * itemsize) matches at a time (128 float32 rows of 64),
+ *      into registers (each thread BC_CUDA_ROWS_DET_STAGE_BYTES / itemsize /
+ *      BC_CUDA_THREADS elements), then stored to the stage in shared memory;
+ *      the next `per` matches are loaded while the warps add these.
+ *   3. Adds: each warp goes through the staged matches in order, picks out
+ *      with a ballot those of its rows, and adds them one by one, 8 (float64:
+ *      4) read from the stage at a time, its lanes holding the tile's
+ *      columns of the current row in registers (loaded when the row
+ *      changes, stored back when another row comes).  A step of 32 staged
+ *      matches whose matches of the warp all fall on one row (a hot row)
+ *      takes that row once and then only reads and adds; a tile of at most
+ *      64 columns reads and adds two columns a lane, not BC_CUDA_ROWS_TILE.
+ * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
+ * det_shared) holds the chunk's matches, the warps' counts and the stage.
+ * So every row receives its increments in index order, one add each, rounded
+ * in the output's dtype: np.add.at's order and bits, whatever the grid.
  *
- * Cost: idx is read once per warp (from L2 after the first), and the rows
- * of one warp are summed by that warp alone, so a hot row (a large share of
- * the indices on one row) is added serially by one warp.  This is the
- * price of numpy's order; the default kernel is faster.
+ * Cost (H200; counts, not measured): idx is read once per block, not per
+ * warp, and compacted with two barriers per chunk of 1,024 indices (about
+ * 0.35 us a chunk); a hot row (a large share of the indices on one row) is
+ * still added by one warp, but from shared memory, its increments loaded
+ * by the whole block many rows ahead (32 KB in flight), so it is bound by
+ * the warp's issue (about 11 instructions an increment of 64 float32
+ * columns on a step of one row, 18 on a step that mixes rows) instead of
+ * by one round trip to memory per 8 increments.  The figures for the
+ * benchmark's case are in docs/semantics.rst.
  */
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH
@@ -61,83 +86,253 @@ template <typename OUT> struct det_run {
     }
 };
 
-/* Steps of 32 indices a warp loads at once, and matches whose increments it
- * loads at once, 8 of float32 and 4 of float64 (loads in flight: idx and
- * the increments come from memory, and a hot row's adds would otherwise
- * wait for one load each; 8 float64 spilled registers at sm_90). */
-enum { DET_ROW_STEPS = 4, DET_ROW_BATCH_BYTES = 32 };
+/* Indices a thread takes of a chunk, indices of a chunk, warps of a block,
+ * and bytes of the staged increments a warp reads at once: 8 matches of
+ * float32, 4 of float64 (their shared-memory loads in flight, then the adds
+ * one by one). */
+enum {
+    DET_ROW_K = BC_CUDA_ROWS_DET_PER_THREAD,
+    DET_ROW_CHUNK = BC_CUDA_THREADS * DET_ROW_K,
+    DET_ROW_WARPS = BC_CUDA_THREADS / 32,
+    DET_ROW_BATCH_BYTES = 32
+};
+static_assert(DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4 + BC_CUDA_ROWS_DET_STAGE_BYTES ==
+                  BC_CUDA_ROWS_DET_SHARED_BYTES,
+              "BC_CUDA_ROWS_DET_SHARED_BYTES: the layout of rows_det's shared memory");
+static_assert((DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4) % 8 == 0,
+              "rows_det: the stage starts on 8 bytes");
+
+/* The block's shared memory: the chunk's matches in index order (row, less
+ * the block's first row; position in the chunk), each warp's count of
+ * matches per index a thread takes, and the stage of increment rows. */
+template <typename OUT> struct det_shared {
+    bc_i64 *row;
+    int *pos;
+    int *count;
+    OUT *stage;
+    __device__ __forceinline__ det_shared()
+    {
+        unsigned char *base = reinterpret_cast<unsigned char *>(dynamic_shared());
+        row = reinterpret_cast<bc_i64 *>(base);
+        pos = reinterpret_cast<int *>(base + DET_ROW_CHUNK * 8);
+        count = reinterpret_cast<int *>(base + DET_ROW_CHUNK * 12);
+        stage = reinterpret_cast<OUT *>(base + DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4);
+    }
+};
+
+/* [lo, hi) of `total` items cut into `parts` near-equal ranges: range `k`. */
+__device__ __forceinline__ void det_share(bc_i64 total, bc_i64 parts, bc_i64 k, bc_i64 &lo, bc_i64 &hi)
+{
+    const bc_i64 each = total / parts, extra = total % parts;
+    lo = each * k + (k < extra ? k : extra);
+    hi = lo + each + (k < extra ? 1 : 0);
+}
+
+/* The chunk's matches [lo, hi) of the block, `width` columns from col0 of
+ * each increment row, loaded into v: element k of the stage (entry k / width,
+ * column k % width) in v[j] of thread k - j * BC_CUDA_THREADS. */
+template <typename OUT, int J>
+__device__ __forceinline__ void det_stage_load(const bc_rows_params &p, const det_shared<OUT> &sh,
+                                               bc_i64 c0, int lo, int hi, bc_i64 col0, int width,
+                                               OUT (&v)[J])
+{
+    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
+    const int size = (hi - lo) * width;
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        const int k = (int)threadIdx.x + j * BC_CUDA_THREADS;
+        if (k < size) {
+            const int e = k / width;
+            v[j] = inc[(c0 + sh.pos[lo + e]) * p.inc_row + (col0 + (k - e * width)) * p.inc_elem];
+        }
+    }
+}
+
+/* Adds to the warp's run, in index order, the staged matches [lo, hi) of
+ * the chunk that fall in its rows [a, z) (offsets from r0): up to B at a
+ * time, their staged columns read together, then added one by one (when
+ * the warp's matches among a step of 32 staged ones all fall on one row,
+ * without picking the row of each).  T of
+ * the run's BC_CUDA_ROWS_TILE columns per lane are read and added (2 when
+ * the tile is at most 64 columns wide: the others are outside the row). */
+template <int T, typename OUT>
+__device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shared<OUT> &sh,
+                                               const bc_rows_params &p, int lo, int hi, bc_i64 a,
+                                               bc_i64 z, bc_i64 r0, bc_i64 col, int width)
+{
+    enum { B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT) };
+    static_assert(T >= 1 && T <= BC_CUDA_ROWS_TILE, "det_add_staged: T columns of a tile");
+    OUT *out = reinterpret_cast<OUT *>(p.out);
+    const int lane = (int)(threadIdx.x & 31u);
+    const OUT *cols = sh.stage + lane; /* this lane's columns of staged match 0 */
+    for (int s = lo; s < hi; s += 32) {
+        const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
+        unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
+        if (mine == 0u)
+            continue;
+        /* The step's matches all on one row (a hot row): that row once,
+         * then only its staged columns, B matches at a time. */
+        const bc_i64 first = __shfl_sync(FULL_WARP, r, __ffs((int)mine) - 1);
+        if (__all_sync(FULL_WARP, ((mine >> lane) & 1u) == 0u || r == first)) {
+            if (first + r0 != run.row) {
+                run.store(out, p, col);
+                run.row = first + r0;
+                run.load(out, p, col);
+            }
+            while (mine != 0u) { /* uniform: every lane holds the same mask */
+                int e[B], got = 0;
+                OUT x[B][T];
+#pragma unroll
+                for (int b = 0; b < B; b++) {
+                    e[b] = 0;
+                    if (mine != 0u) {
+                        e[b] = s + __ffs((int)mine) - 1 - lo;
+                        mine &= mine - 1u;
+                        got = b + 1;
+                    }
+                }
+#pragma unroll
+                for (int b = 0; b < B; b++)
+#pragma unroll
+                    for (int u = 0; u < T; u++)
+                        x[b][u] = b < got && lane + u * 32 < width ? cols[e[b] * width + u * 32] : (OUT)0;
+#pragma unroll
+                for (int b = 0; b < B; b++) {
+                    if (b >= got)
+                        break;
+#pragma unroll
+                    for (int u = 0; u < T; u++)
+                        run.val[u] += x[b][u];
+                }
+            }
+        }
+        while (mine != 0u) { /* uniform: every lane holds the same mask */
+            bc_i64 rs[B];
+            int e[B];
+            OUT x[B][T];
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                rs[b] = -1;
+                e[b] = 0;
+                if (mine != 0u) {
+                    const int l = __ffs((int)mine) - 1;
+                    mine &= mine - 1u;
+                    rs[b] = __shfl_sync(FULL_WARP, r, l) + r0;
+                    e[b] = s + l - lo;
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; b++)
+#pragma unroll
+                for (int u = 0; u < T; u++)
+                    x[b][u] = rs[b] >= 0 && lane + u * 32 < width ? cols[e[b] * width + u * 32] : (OUT)0;
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                if (rs[b] < 0)
+                    break;
+                if (rs[b] != run.row) {
+                    run.store(out, p, col);
+                    run.row = rs[b];
+                    run.load(out, p, col);
+                }
+#pragma unroll
+                for (int u = 0; u < T; u++)
+                    run.val[u] += x[b][u];
+            }
+        }
+    }
+}
 
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
-    enum { TILE = BC_CUDA_ROWS_TILE, U = DET_ROW_STEPS, B = DET_ROW_BATCH_BYTES / (int)sizeof(OUT) };
+    enum {
+        TILE = BC_CUDA_ROWS_TILE, K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS,
+        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT), J = STAGE / BC_CUDA_THREADS
+    };
     const I *idx = reinterpret_cast<const I *>(p.idx);
-    const OUT *inc = reinterpret_cast<const OUT *>(p.inc);
     OUT *out = reinterpret_cast<OUT *>(p.out);
-    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
-    const bc_i64 warp = (bc_i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const bc_i64 warps = (bc_i64)gridDim.x * (blockDim.x >> 5);
-    const bc_i64 owners = warps < p.nrows ? warps : p.nrows;
+    const int t = (int)threadIdx.x, lane = t & 31, w = t >> 5;
     /* The checking kernel ran before (same stream): nothing is added when it
-     * found a bad index. */
+     * found a bad index (the same for every thread: the block leaves whole). */
     if (p.status != 0 &&
         reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
         return;
-    if (warp >= owners)
+    const bc_i64 owners = (bc_i64)gridDim.x < p.nrows ? (bc_i64)gridDim.x : p.nrows;
+    if ((bc_i64)blockIdx.x >= owners)
         return;
-    const bc_i64 r0 = p.nrows / owners * warp + (warp < p.nrows % owners ? warp : p.nrows % owners);
-    const bc_i64 r1 = r0 + p.nrows / owners + (warp < p.nrows % owners ? 1 : 0);
+    /* The block's rows [r0, r0 + span), the warp's [a, z) of them (as
+     * offsets from r0; none when the block has fewer rows than warps). */
+    bc_i64 r0, r1, a = 0, z = 0;
+    det_share(p.nrows, owners, (bc_i64)blockIdx.x, r0, r1);
+    const bc_i64 span = r1 - r0, wowners = span < (bc_i64)NW ? span : (bc_i64)NW;
+    if (w < wowners)
+        det_share(span, wowners, w, a, z);
+    const det_shared<OUT> sh;
     for (bc_i64 col0 = 0; col0 < p.row_size; col0 += 32 * TILE) {
         const bc_i64 col = col0 + lane;
+        const bc_i64 left = p.row_size - col0, full = 32 * TILE;
+        const int width = (int)(left < full ? left : full);
+        const int per = (int)STAGE / width < (int)CH ? (int)STAGE / width : (int)CH; /* matches a stage holds */
         det_run<OUT> run;
-        for (bc_i64 base = 0; base < p.n; base += 32 * U) {
-            bc_i64 row[U];
+        I next[K];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const bc_i64 i = base + u * 32 + lane;
-                row[u] = i < p.n ? det_row(idx[i * p.idx_stride], p.nrows) : -1;
+        for (int k = 0; k < K; k++) {
+            const bc_i64 i = (bc_i64)(k * BC_CUDA_THREADS + t);
+            next[k] = i < p.n ? idx[i * p.idx_stride] : (I)0;
+        }
+        for (bc_i64 c0 = 0; c0 < p.n; c0 += CH) {
+            /* 1. The chunk's indices in this block's rows, compacted in
+             * index order; the next chunk's indices are loaded meanwhile. */
+            bc_i64 row[K];
+            unsigned hit[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const bc_i64 i = c0 + k * BC_CUDA_THREADS + t;
+                row[k] = i < p.n ? det_row(next[k], p.nrows) - r0 : -1;
+                const bc_i64 ni = i + CH;
+                next[k] = ni < p.n ? idx[ni * p.idx_stride] : (I)0;
+                hit[k] = __ballot_sync(FULL_WARP, row[k] >= 0 && row[k] < span);
+                if (lane == 0)
+                    sh.count[k * NW + w] = __popc(hit[k]);
+            }
+            __syncthreads();
+            int total = 0, at[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+#pragma unroll
+                for (int u = 0; u < NW; u++) {
+                    if (u == w)
+                        at[k] = total + __popc(hit[k] & ((1u << lane) - 1u));
+                    total += sh.count[k * NW + u];
+                }
             }
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                unsigned mine = __ballot_sync(FULL_WARP, row[u] >= r0 && row[u] < r1);
-                while (mine != 0u) { /* uniform: every lane holds the same mask */
-                    /* Up to B matches, in index order: their rows, then their
-                     * increments loaded together, then added one by one. */
-                    bc_i64 rs[B], at[B];
-                    OUT v[B][TILE];
-#pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        rs[b] = -1;
-                        at[b] = 0;
-                        if (mine != 0u) {
-                            const int j = __ffs((int)mine) - 1;
-                            mine &= mine - 1u;
-                            rs[b] = __shfl_sync(FULL_WARP, row[u], j);
-                            at[b] = base + u * 32 + j;
-                        }
-                    }
-#pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        const OUT *src = inc + at[b] * p.inc_row;
-#pragma unroll
-                        for (int t = 0; t < TILE; t++)
-                            v[b][t] = rs[b] >= 0 && col + t * 32 < p.row_size
-                                          ? src[(col + t * 32) * p.inc_elem]
-                                          : (OUT)0;
-                    }
-#pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        if (rs[b] < 0)
-                            break;
-                        if (rs[b] != run.row) {
-                            run.store(out, p, col);
-                            run.row = rs[b];
-                            run.load(out, p, col);
-                        }
-#pragma unroll
-                        for (int t = 0; t < TILE; t++)
-                            run.val[t] += v[b][t];
-                    }
+            for (int k = 0; k < K; k++) {
+                if ((hit[k] >> lane) & 1u) {
+                    sh.row[at[k]] = row[k];
+                    sh.pos[at[k]] = k * BC_CUDA_THREADS + t;
                 }
+            }
+            __syncthreads();
+            /* 2. The matches' increments, `per` at a time, staged in shared
+             * memory by the whole block (the next ones loaded while these
+             * are added); each warp adds those of its rows, in index order. */
+            OUT v[J];
+            det_stage_load(p, sh, c0, 0, total < per ? total : per, col0, width, v);
+            for (int lo = 0; lo < total; lo += per) {
+                const int hi = lo + per < total ? lo + per : total;
+                __syncthreads(); /* the stage is free */
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    if (t + j * BC_CUDA_THREADS < (hi - lo) * width)
+                        sh.stage[t + j * BC_CUDA_THREADS] = v[j];
+                __syncthreads();
+                if (hi < total)
+                    det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
+                if (width <= 64)
+                    det_add_staged<2>(run, sh, p, lo, hi, a, z, r0, col, width);
+                else
+                    det_add_staged<TILE>(run, sh, p, lo, hi, a, z, r0, col, width);
             }
         }
         run.store(out, p, col);

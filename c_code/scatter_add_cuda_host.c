@@ -37,9 +37,11 @@
  *
  * The Op passes, as macros: SA_ONTO_ZEROS, SA_INPLACE, SA_IDX_SIGNED,
  * SA_IDX_DTYPE_NAME, SA_OUT_DTYPE_NAME, SA_CHECK_KERNEL and SA_ADD_KERNEL
- * (kernel names).  No NumPy C-API call is made but on the shape of a
- * zero-filled base (a NumPy input, which makes Aesara's module import
- * NumPy's C API): the other forms' modules have no NumPy input.
+ * (kernel names), SA_ADD_DET (1 when the adding kernel is the deterministic
+ * one, which takes dynamic shared memory).  No NumPy C-API call is made but
+ * on the shape of a zero-filled base (a NumPy input, which makes Aesara's
+ * module import NumPy's C API): the other forms' modules have no NumPy
+ * input.
  * Compiled on its own, it instantiates float64 rows onto a copy of the base
  * with int64 indices, which the test-suite uses to check that it stands alone.
  */
@@ -55,6 +57,7 @@
 #define SA_IDX_DTYPE_NAME "int64"
 #define SA_CHECK_KERNEL "scatter_rows_check_i64"
 #define SA_ADD_KERNEL "scatter_rows_add_i64_f64"
+#define SA_ADD_DET 0
 #endif
 
 #include "bincount_common.h"
@@ -131,6 +134,7 @@ static int APPLY_SPECIFIC(sa_gpu_prepare)(const bc_cuda_api *api, bc_rows_kernel
     k->context_key = bc_cuda_context_key(api, k->context);
     k->check = (bc_CUfunction)(size_t)v[1];
     k->add = (bc_CUfunction)(size_t)v[2];
+    k->add_shared = SA_ADD_DET ? BC_CUDA_ROWS_DET_SHARED_BYTES : 0u;
     k->wide = (bc_CUfunction)(size_t)v[3];
     k->finish = (bc_CUfunction)(size_t)v[4];
     k->resident_blocks = (long long)v[5];

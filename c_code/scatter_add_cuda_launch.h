@@ -55,7 +55,11 @@
  * times a tile), each chunk at least one warp step (32 / lanes indices).
  * The checking kernel, which loads BC_CUDA_ROWS_CHECK_PER_THREAD indices at
  * once per thread, gets N / (BC_CUDA_THREADS * BC_CUDA_ROWS_CHECK_PER_THREAD)
- * blocks, at most the resident ones.
+ * blocks, at most the resident ones.  The deterministic kernel
+ * (scatter_rows_det_<idx>_<out>, the Op's kernel under deterministic ==
+ * "more", in place of the adding kernel) gets the same blocks, each with
+ * k->add_shared (BC_CUDA_ROWS_DET_SHARED_BYTES) of dynamic shared memory;
+ * its order of adds does not depend on them (scatter_add_cuda_det.cuh).
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
 #define AESARA_SCATTER_ADD_CUDA_LAUNCH_H
@@ -70,7 +74,9 @@ typedef struct bc_rows_kernels {
     bc_CUcontext context;
     unsigned long long context_key; /* its bc_cuda_context_key (the host's tables) */
     bc_CUfunction check;       /* scatter_rows_check_<idx> */
-    bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> */
+    bc_CUfunction add;         /* scatter_rows_add_<idx>_<out> or scatter_rows_det_<idx>_<out> */
+    unsigned add_shared;       /* dynamic shared memory of add: BC_CUDA_ROWS_DET_SHARED_BYTES
+                                * for scatter_rows_det_*, else 0 */
     bc_CUfunction wide;        /* float32: scatter_rows_wide_<idx>_f32, else NULL */
     bc_CUfunction finish;      /* float32: scatter_rows_finish_<idx>_f32, else NULL */
     long long resident_blocks; /* blocks of add that run at once on the device */
@@ -283,9 +289,11 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
             plan.check_blocks = warp_blocks;
     }
     args[0] = &p;
+    memset(then, 0, sizeof(then));
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
         then[0].func = scratch > 0 ? k->wide : k->add;
         then[0].blocks = (unsigned)plan.blocks;
+        then[0].shared_bytes = scratch > 0 ? 0u : k->add_shared;
         then[0].args = args;
         then[0].what = "cuLaunchKernel(scatter-add of rows)";
         n_then = 1;

@@ -267,7 +267,9 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
             most = 1 if "_det_" in name else CONSTANTS["BLOCKS_PER_SM"]
             resident, budget = _size_hist(drv, mod, func, most)
         elif name.startswith(("scatter_rows_", "scatter_set_")):
-            per_sm = drv.max_active_blocks(func, THREADS, 0)
+            # The deterministic rows kernel takes dynamic shared memory.
+            shared = CONSTANTS["ROWS_DET_SHARED_BYTES"] if name.startswith("scatter_rows_det_") else 0
+            per_sm = drv.max_active_blocks(func, THREADS, shared)
             resident = max(1, per_sm) * mod.multiprocessors
         found = mod.functions[name] = (func, resident, budget)
     return found

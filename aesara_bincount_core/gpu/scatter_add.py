@@ -131,6 +131,7 @@ class GpuScatterAdd(GpuCFileOp):
             "SA_OUT_DTYPE_NAME": f'"{node.outputs[0].type.dtype}"',
             "SA_CHECK_KERNEL": f'"{check}"',
             "SA_ADD_KERNEL": f'"{add}"',
+            "SA_ADD_DET": int(add.startswith("scatter_rows_det_")),
         }
 
     # -- graph -------------------------------------------------------------

@@ -9,9 +9,11 @@ orders of summation give different bits.
 - ``seed``: the seed's loop ``bincount(gx, weights=exp(-theta * gv))``
   (``GpuFusedBincount``);
 - ``rows``: a float32 scatter-add of rows with a hot row
-  (``GpuScatterAdd``).
+  (``GpuScatterAdd``);
+- ``rows_hot``: a float64 scatter-add onto a base of rows wider than one
+  column tile (160), with two hot rows, half of all indices given negative.
 
-Run as a script (``python det_cases.py MODE CALLS``) it compiles the three
+Run as a script (``python det_cases.py MODE CALLS``) it compiles the four
 under ``aesara.config.deterministic = MODE``, calls each CALLS times and
 prints, as JSON, the SHA-256 of the bytes of every result: what
 ``test_cuda_deterministic.py`` compares across calls and across processes
@@ -26,6 +28,7 @@ import numpy as np
 N = 12_000  # values: several blocks of the emulation
 BINS = 300  # values of x, hot ones first
 ROWS, WIDTH = 200, 40  # the scatter-add's output
+HOT_N, HOT_WIDTH = 3000, 160  # rows_hot: indices, row width (two column tiles)
 
 
 def wide_values(rng, n, dtype):
@@ -51,6 +54,9 @@ def inputs(seed=31):
         "v": rng.uniform(-55.0, 55.0, N),
         "idx": hot_indices(rng, N, ROWS).astype("int32"),
         "inc": wide_values(rng, N * WIDTH, "float32").reshape(N, WIDTH),
+        "hot_idx": hot_indices(rng, HOT_N, ROWS) - (rng.random(HOT_N) < 0.5) * ROWS,
+        "hot_inc": wide_values(rng, HOT_N * HOT_WIDTH, "float64").reshape(HOT_N, HOT_WIDTH),
+        "hot_base": wide_values(rng, ROWS * HOT_WIDTH, "float64").reshape(ROWS, HOT_WIDTH),
     }
 
 
@@ -67,11 +73,13 @@ def functions(deterministic, data=None):
     gidx, ginc = gpu.shared(data["idx"]), gpu.shared(data["inc"])
     theta = aesara.shared(np.float64(1.0))
     table = at.zeros((ROWS, WIDTH), dtype="float32")
+    hot = at.inc_subtensor(gpu.shared(data["hot_base"])[gpu.shared(data["hot_idx"])], gpu.shared(data["hot_inc"]))
     with aesara.config.change_flags(deterministic=deterministic):
         return {
             "bincount": aesara.function([], bincount(gx, weights=gw)),
             "seed": aesara.function([], bincount(gx, weights=at.exp(-theta * gv))),
             "rows": aesara.function([], at.inc_subtensor(table[gidx], ginc)),
+            "rows_hot": aesara.function([], hot),
         }
 
 

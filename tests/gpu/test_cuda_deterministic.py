@@ -4,7 +4,7 @@ Through ``aesara.function`` on GPU shared variables: under ``"more"`` at
 compile time, ``GpuBincount`` and ``GpuFusedBincount`` sum float weights
 with the deterministic kernels (``c_code/bincount_cuda_det.cuh``) and
 ``GpuScatterAdd`` adds float rows in index order
-(``c_code/scatter_add_cuda_det.cuh``).  Checked here: the bits of the three
+(``c_code/scatter_add_cuda_det.cuh``).  Checked here: the bits of the
 float sums of ``det_cases.py`` differ from call to call in the default mode
 and are identical under ``"more"``, across calls and across processes with
 another thread count of the emulation (FAKE_CUDA_RUNNERS), another
@@ -15,6 +15,7 @@ bit for rows), with several windows of bins, the scatter-add form, float32
 subnormals, signed zeros, NaN and inf; the errors; the props, dprint and
 the cache key.
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -81,6 +82,12 @@ def test_more_gives_the_same_bits_every_call_and_run_where_default_does_not():
         for case, digests in got.items():
             assert len(set(digests)) == 1, (case, runners, digests)
             assert digests[0] == first[case][0], (case, runners)
+    import det_cases  # and the rows are np.add.at's bits
+
+    data = det_cases.inputs()
+    expected = data["hot_base"].copy()
+    np.add.at(expected, data["hot_idx"], data["hot_inc"])
+    assert first["rows_hot"][0] == hashlib.sha256(expected.tobytes()).hexdigest()
     if EMULATED:
         default = run_cases("default", 20, FAKE_CUDA_RUNNERS="4", FAKE_CUDA_BLOCK_ORDER="random")
         for case, digests in default.items():
@@ -94,7 +101,7 @@ def test_the_cases_take_the_deterministic_ops():
         fns = det_cases.functions(deterministic)
         kinds = {case: [type(op) for op in ops(f)] for case, f in fns.items()}
         assert GpuBincount in kinds["bincount"] and GpuFusedBincount in kinds["seed"], kinds
-        assert GpuScatterAdd in kinds["rows"], kinds
+        assert GpuScatterAdd in kinds["rows"] and GpuScatterAdd in kinds["rows_hot"], kinds
         for f in fns.values():
             for op in ops(f):
                 if isinstance(op, (GpuBincount, GpuScatterAdd)):
@@ -171,6 +178,93 @@ def test_more_rows_are_np_add_at_bit_for_bit(dtype, width):
     step()
     np.add.at(base, idx, inc[0])
     assert table.get_value().tobytes() == base.tobytes()
+
+
+def edge_values(rng, n, dtype):
+    """Increments of both signs spread over many magnitudes, with -0.0,
+    subnormals (float32: 1e-40, -1e-45; float64: 5e-324), inf and NaN."""
+    import det_cases
+
+    v = det_cases.wide_values(rng, n, dtype)
+    tiny = np.finfo(dtype).smallest_subnormal
+    v[rng.random(n) < 0.05] = -0.0
+    some = rng.random(n) < 0.05
+    v[some] = tiny * rng.integers(-3, 4, int(some.sum()))
+    v[rng.random(n) < 0.02] = tiny
+    return v
+
+
+def assert_np_add_at_bits(got, expected):
+    """The bits of np.add.at, NaN aside: a GPU gives every NaN one bit
+    pattern, NumPy keeps the payload of the first, so NaN is compared as NaN."""
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan)
+    assert got[~nan].tobytes() == expected[~nan].tobytes()
+
+
+HOT_ROWS = {  # name: (rows V, row width D, indices N, hot rows, their share of the indices)
+    # one row takes 9 indices in 10: it is added by one warp, from the stage
+    "one hot row": (3000, 64, 5000, [7], 0.9),
+    # three hot rows, one given as -1 (the last), two in one block's range;
+    # 300 columns: two full tiles and one of 44
+    "several hot rows, wide": (500, 300, 2500, [0, 1, -1], 0.8),
+    # fewer rows than blocks and warps, two columns: 1,024 matches a stage
+    "few rows, two columns": (3, 2, 7000, [1], 0.6),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("onto", ["zeros", "base", "in place"])
+@pytest.mark.parametrize("case", sorted(HOT_ROWS))
+def test_more_hot_rows_are_np_add_at_bit_for_bit(case, onto, dtype):
+    """Hot rows (most indices on one or a few rows), negative indices,
+    signed zeros, subnormals, inf and NaN: np.add.at's bits, and the same
+    bits on a second call (issue 31)."""
+    V, D, N, hot, share = HOT_ROWS[case]
+    rng = np.random.default_rng(len(case) + D)
+    idx = rng.integers(-V, V, N)
+    on_hot = rng.random(N) < share
+    idx[on_hot] = rng.choice(hot, int(on_hot.sum()))
+    inc = edge_values(rng, N * D, dtype).reshape(N, D)
+    inc[rng.integers(0, N, 2), rng.integers(0, D, 2)] = [np.nan, np.inf]
+    base = np.zeros((V, D), dtype) if onto == "zeros" else rng.standard_normal((V, D)).astype(dtype)
+    base[1] = -0.0 if onto != "zeros" else 0.0  # a hot row starting at -0.0
+    gidx, ginc = gpu.shared(np.repeat(idx, 2))[::2], gpu.shared(inc)  # idx: a strided view
+    expected = base.copy()
+    np.add.at(expected, idx, inc)
+    if onto == "in place":
+        table = gpu.shared(base)
+        step = compile_more([], updates={table: at.inc_subtensor(table[gidx], ginc)})
+        assert [op for op in ops(step) if isinstance(op, GpuScatterAdd)][0].inplace
+        step()
+        assert_np_add_at_bits(table.get_value(), expected)
+        return
+    target = at.zeros((V, D), dtype=dtype) if onto == "zeros" else gpu.shared(base)
+    f = compile_more(gpu_from_host(at.inc_subtensor(target[gidx], ginc)))
+    node_ops = [op for op in ops(f) if isinstance(op, GpuScatterAdd)]
+    assert node_ops and node_ops[0].onto == ("zeros" if onto == "zeros" else "base"), ops(f)
+    got = cupy().asnumpy(f())
+    assert_np_add_at_bits(got, expected)
+    assert got.tobytes() == cupy().asnumpy(f()).tobytes()
+
+
+def test_more_rows_broadcast_increments_and_many_rows_per_warp():
+    """One row added at every index, and a scalar (one value for every
+    element); 20,000 rows, so that each warp owns several and its run goes
+    back and forth between them across chunks of idx."""
+    import det_cases
+
+    V, D, N = 20_000, 3, 6000
+    idx = RNG.integers(0, V, N)
+    idx[::3] = RNG.integers(0, 40, len(idx[::3]))
+    base = RNG.standard_normal((V, D)).astype("float32")
+    table = gpu.shared(base)
+    for inc in (det_cases.wide_values(RNG, D, "float32"), np.float32(0.1)):
+        f = compile_more(gpu_from_host(at.inc_subtensor(table[gpu.shared(idx)], inc)))
+        assert any(isinstance(op, GpuScatterAdd) for op in ops(f)), ops(f)
+        expected = base.copy()
+        np.add.at(expected, idx, inc)
+        assert cupy().asnumpy(f()).tobytes() == expected.tobytes()
 
 
 def test_more_errors_leave_everything_as_it_was():
