@@ -9,7 +9,15 @@ orders of summation give different bits.
 - ``seed``: the seed's loop ``bincount(gx, weights=exp(-theta * gv))``
   (``GpuFusedBincount``);
 - ``rows``: a float32 scatter-add of rows with a hot row
-  (``GpuScatterAdd``).
+  (``GpuScatterAdd``);
+- ``many``: a float64-weighted bincount into ``MANY_BINS`` bins, past the
+  window passes (the bucket path of ``bincount_cuda_det_bucket.cuh``), with
+  a hot window, hot bins and empty windows;
+- ``seed_many``: the seed's loop in float32 (``GpuFusedBincount``) into as
+  many bins.
+
+``MANY_BINS`` is 12,000 (12 windows of float64, 6 of float32), or the
+environment's ``DET_CASES_MANY_BINS``, read when the module is imported.
 
 Run as a script (``python det_cases.py MODE CALLS``) it compiles the three
 under ``aesara.config.deterministic = MODE``, calls each CALLS times and
@@ -19,6 +27,7 @@ prints, as JSON, the SHA-256 of the bytes of every result: what
 """
 import hashlib
 import json
+import os
 import sys
 
 import numpy as np
@@ -26,6 +35,20 @@ import numpy as np
 N = 12_000  # values: several blocks of the emulation
 BINS = 300  # values of x, hot ones first
 ROWS, WIDTH = 200, 40  # the scatter-add's output
+MANY_BINS = int(os.environ.get("DET_CASES_MANY_BINS", "12000"))
+
+
+def many_indices(rng, n, top):
+    """Indices in [0, top): half in [2048, 3072) (one hot window of float64
+    bins, a third of those on 2100), the rest spread but none in
+    [5120, 8192) (empty windows), and the last at top - 1."""
+    idx = rng.integers(0, top, n)
+    idx[(idx >= 5120) & (idx < 8192)] -= 4096
+    hot = rng.random(n) < 0.5
+    idx[hot] = rng.integers(2048, 3072, int(hot.sum()))
+    idx[hot & (rng.random(n) < 0.33)] = 2100
+    idx[-1] = top - 1
+    return idx
 
 
 def wide_values(rng, n, dtype):
@@ -51,6 +74,8 @@ def inputs(seed=31):
         "v": rng.uniform(-55.0, 55.0, N),
         "idx": hot_indices(rng, N, ROWS).astype("int32"),
         "inc": wide_values(rng, N * WIDTH, "float32").reshape(N, WIDTH),
+        "xm": many_indices(rng, N, MANY_BINS).astype("int64"),
+        "vm": rng.uniform(-40.0, 40.0, N).astype("float32"),
     }
 
 
@@ -65,13 +90,18 @@ def functions(deterministic, data=None):
     data = inputs() if data is None else data
     gx, gw, gv = (gpu.shared(data[k]) for k in ("x", "w", "v"))
     gidx, ginc = gpu.shared(data["idx"]), gpu.shared(data["inc"])
+    gxm, gvm = gpu.shared(data["xm"]), gpu.shared(data["vm"])
     theta = aesara.shared(np.float64(1.0))
+    theta32 = aesara.shared(np.float32(1.0))
     table = at.zeros((ROWS, WIDTH), dtype="float32")
     with aesara.config.change_flags(deterministic=deterministic):
         return {
             "bincount": aesara.function([], bincount(gx, weights=gw)),
             "seed": aesara.function([], bincount(gx, weights=at.exp(-theta * gv))),
             "rows": aesara.function([], at.inc_subtensor(table[gidx], ginc)),
+            "many": aesara.function([], bincount(gxm, weights=gw)),
+            "seed_many": aesara.function(
+                [], bincount(gxm, weights=at.exp(-theta32 * gvm))),
         }
 
 
