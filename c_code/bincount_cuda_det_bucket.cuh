@@ -274,6 +274,29 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
     }
 }
 
+/* The sub-windows of `span` bins that the entries [e0, e1) touch: bit i
+ * for sub-window i < 63, bit 63 for any from 63 on (the caller skips a
+ * sub-window only when its bit is clear).  `masks` holds a word per warp,
+ * after the sub-histograms. */
+template <typename W>
+__device__ __forceinline__ bc_u64 det_sub_windows(const det_bucket<W> &d, bc_i64 e0, bc_i64 e1,
+                                                  bc_i64 span, bc_u64 *masks)
+{
+    bc_u64 m = 0;
+    for (bc_i64 e = e0 + threadIdx.x; e < e1; e += blockDim.x)
+        m |= 1ull << ((bc_i64)d.bins[e] / span < 63 ? (bc_i64)d.bins[e] / span : 63);
+    for (int k = 16; k > 0; k >>= 1)
+        m |= __shfl_xor_sync(FULL_WARP, m, k);
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0u)
+        masks[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0;
+    for (unsigned c = 0; c < (blockDim.x >> 5); c++)
+        m |= masks[c];
+    return m;
+}
+
 /* SUM: block k's chunk of the buckets, per window it touches, into the
  * partial rows k + window; p.shared_bins bins of each warp's sub-histogram
  * per sub-window. */
@@ -287,6 +310,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
     const bc_i64 span = p.shared_bins;
     W *shared = reinterpret_cast<W *>(dynamic_shared());
     W *mine = shared + warp * span;
+    bc_u64 *masks = dynamic_shared() + (warps * span * sizeof(W) + 7) / 8;
     if (c0 >= c1)
         return;
     bc_i64 lo = 0, hi = d.windows; /* the window of entry c0: starts[lo] <= c0 < starts[hi] */
@@ -303,8 +327,14 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
         if (e0 >= e1)
             continue;
         double *partial = d.partials + ((bc_i64)blockIdx.x + win) * d.window_bins;
+        const bc_u64 touched = det_sub_windows(d, e0, e1, span, masks);
         for (bc_i64 s0 = 0; s0 < d.window_bins; s0 += span) {
             const bc_i64 width = s0 + span < d.window_bins ? span : d.window_bins - s0;
+            if (s0 / span < 64 && !((touched >> (s0 / span)) & 1u)) {
+                for (bc_i64 b = threadIdx.x; b < width; b += blockDim.x)
+                    partial[s0 + b] = 0.0; /* no entry: the sums of +0.0 */
+                continue;
+            }
             det_zero(shared, (bc_u64)(warps * span));
             for (bc_i64 base = e0 + (bc_i64)warp * 32 * DET_UNROLL; base < e1;
                  base += (bc_i64)blockDim.x * DET_UNROLL) {

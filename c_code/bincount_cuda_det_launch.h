@@ -142,13 +142,18 @@ static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernel
     const bc_det_layout l = bc_det_make_layout(size, windows, tiles, c->shared_itemsize);
     /* the windows' counters and cursors in shared memory when they fit */
     const long long cursors = windows * 4 <= k->shared_budget ? windows : 0;
-    long long span = k->shared_budget / (warps * c->shared_itemsize);
+    /* the sum's sub-histograms: what the budget holds beside a word per warp */
+    long long span = (k->shared_budget - warps * 8) / (warps * c->shared_itemsize);
     bc_CUdeviceptr base = 0;
     bc_hist_params p = bc_cuda_det_params(c, 0, 0, 0, length);
     bc_det_finish_params f;
     int stage;
 
     span = span < window_bins ? span : window_bins;
+    if (span < 1)
+        return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER,
+                                 "the deterministic histogram kernel got no shared memory",
+                                 1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
     *scratch = bc_cuda_alloc(host, BC_DT_FLOAT64, bc_ceil_div(l.bytes, 8), 0, &base, length,
                              c->out_itemsize, err);
     if (*scratch == NULL)
@@ -167,8 +172,8 @@ static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernel
             p.shared_bins = cursors;
             shared = cursors * 4;
         } else if (stage == BC_DET_STAGE_SUM) {
-            p.shared_bins = span;
-            shared = warps * span * c->shared_itemsize;
+            p.shared_bins = span; /* the sub-histograms, then a word per warp */
+            shared = bc_ceil_div(warps * span * c->shared_itemsize, 8) * 8 + warps * 8;
             blocks = bc_ceil_div(size, bc_det_chunk(size));
         }
         if (bc_cuda_det_launch(api, k, c, &p, blocks, shared, err) != 0)
