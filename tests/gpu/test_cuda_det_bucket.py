@@ -76,15 +76,27 @@ def test_many_bins_match_numpy(dtype, shape):
         assert got[2000:9001].tobytes() == bytes(7001 * np.dtype(dtype).itemsize)  # +0.0
 
 
-def test_many_bins_scatter_form_and_strided_weights():
+def test_many_bins_scatter_form_strided_indices_and_weights():
     n = 3 * PASS_MAX + 7
-    idx = RNG.integers(-n, n, 9001)
+    idx = RNG.integers(-n, n, 18002)
     w = RNG.standard_normal(18002)
-    f = compile_more(gpu_from_host(at.inc_subtensor(at.zeros(n)[gpu.shared(idx)], gpu.shared(w)[::2])))
+    f = compile_more(gpu_from_host(at.inc_subtensor(at.zeros(n)[gpu.shared(idx)[1::2]], gpu.shared(w)[::2])))
     got = cupy().asnumpy(f())
     expected = np.zeros(n)
-    np.add.at(expected, idx, w[::2])
-    assert_matches(got, expected, weights=w[::2], x=idx)
+    np.add.at(expected, idx[1::2], w[::2])
+    assert_matches(got, expected, weights=w[::2], x=idx[1::2])
+    assert got.tobytes() == cupy().asnumpy(f()).tobytes()
+
+
+def test_many_bins_computed_x():
+    """A fused x (``bincount(gx // 3 + 7, weights=gw)``): the count and
+    scatter stages compute it again, as the check-only pass does."""
+    x = RNG.integers(0, 30_000, 12_000)
+    w = RNG.standard_normal(12_000)
+    f = compile_more(gpu_from_host(bincount(gpu.shared(x) // 3 + 7, weights=gpu.shared(w))))
+    assert any(isinstance(op, GpuFusedBincount) for op in ops(f)), ops(f)
+    got = cupy().asnumpy(f())
+    assert_matches(got, np.bincount(x // 3 + 7, weights=w), weights=w, x=x // 3 + 7)
     assert got.tobytes() == cupy().asnumpy(f()).tobytes()
 
 
