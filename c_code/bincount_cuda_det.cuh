@@ -169,8 +169,9 @@ template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_
     const double *src = reinterpret_cast<const double *>(p.src);
     OUT *dst = reinterpret_cast<OUT *>(p.dst);
     const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
+    const bc_i64 first = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x;
     const bc_u32 *starts = reinterpret_cast<const bc_u32 *>(p.starts);
-    for (bc_i64 j = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; j < p.bins && starts; j += step) {
+    for (bc_i64 j = first; j < p.bins && starts; j += step) {
         const bc_i64 w = j / p.window_bins, b = j - w * p.window_bins;
         const bc_i64 e0 = starts[w], e1 = starts[w + 1];
         double s = 0.0;
@@ -182,7 +183,7 @@ template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_
         }
         dst[j] = (OUT)s;
     }
-    for (bc_i64 j = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; j < p.bins && !starts; j += step) {
+    for (bc_i64 j = first; j < p.bins && !starts; j += step) {
         double s = src[j];
         for (bc_i64 b = 1; b < p.blocks; b++)
             s += src[b * p.stride + j];

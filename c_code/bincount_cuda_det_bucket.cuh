@@ -117,7 +117,8 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
         const bc_i64 pos = base + threadIdx.x;
         bc_u64 bin = 0;
         const unsigned key =
-            pos < end && det_bin_at<X, FX>(p, f, pos, bin) ? (unsigned)(bin / d.window_bins) : DET_NONE;
+            pos < end && det_bin_at<X, FX>(p, f, pos, bin) ? (unsigned)(bin / d.window_bins)
+                                                           : DET_NONE;
         const unsigned peers = __match_any_sync(FULL_WARP, key);
         if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
             atomicAdd(count + key * step, (bc_u32)__popc(peers));
@@ -178,7 +179,8 @@ template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_par
     det_table_run(d.windows * d.tiles, first, last);
     bc_u32 base = det_block_sum(threadIdx.x < blockIdx.x ? d.runs[threadIdx.x] : 0u, scratch);
     if (blockIdx.x == 0) {
-        const bc_u32 all = det_block_sum(threadIdx.x < gridDim.x ? d.runs[threadIdx.x] : 0u, scratch);
+        const bc_u32 all =
+            det_block_sum(threadIdx.x < gridDim.x ? d.runs[threadIdx.x] : 0u, scratch);
         if (threadIdx.x == 0)
             d.starts[d.windows] = all;
     }
@@ -327,7 +329,9 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
         if (e0 >= e1)
             continue;
         double *partial = d.partials + ((bc_i64)blockIdx.x + win) * d.window_bins;
-        const bc_u64 touched = det_sub_windows(d, e0, e1, span, masks);
+        /* (one sub-window: the part has entries in it) */
+        const bc_u64 touched =
+            span >= d.window_bins ? ~0ull : det_sub_windows(d, e0, e1, span, masks);
         for (bc_i64 s0 = 0; s0 < d.window_bins; s0 += span) {
             const bc_i64 width = s0 + span < d.window_bins ? span : d.window_bins - s0;
             if (s0 / span < 64 && !((touched >> (s0 / span)) & 1u)) {
