@@ -155,3 +155,16 @@ def test_windows_counters_in_global_memory_give_the_same_bits():
     small = dict(FAKE_CUDA_SHARED_PER_SM="16384", FAKE_CUDA_SHARED_OPTIN="8192")
     got = [run_cases("more", 1, **env, **extra) for extra in ({}, small)]
     assert list(got[0]) == ["many"] and got[0]["many"] == got[1]["many"], got
+
+
+def test_the_previous_length_chooses_the_first_pass_either_way():
+    """A call after one of many bins starts with a pass that only checks
+    (its guess is the bucket path); when x then needs few bins, the window
+    passes still count every bin, and the reverse."""
+    x = RNG.integers(0, 9000, 6000)
+    w = RNG.standard_normal(6000)
+    gx = gpu.shared(x)
+    f = compile_more(gpu_from_host(bincount(gx, weights=gpu.shared(w))))
+    for values in (x, x % 100, x, x % 5000, x % 3):
+        gx.set_value(values)
+        assert_matches(cupy().asnumpy(f()), np.bincount(values, weights=w), weights=w, x=values)
