@@ -169,7 +169,9 @@ template <typename W> __device__ __forceinline__ void det_reduce(const bc_hist_p
 }
 
 /* SCAN: the table's exclusive scan in place (block b its run, from the sum
- * of the runs before it), the windows' starts, and starts[windows]. */
+ * of the runs before it), the windows' starts, and starts[windows].  A
+ * thread per run: the grid (the tiles, at most BC_CUDA_DET_BLOCKS) is no
+ * larger than a block. */
 template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_params &p)
 {
     const det_bucket<W> d(p);
