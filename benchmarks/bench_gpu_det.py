@@ -14,6 +14,12 @@ the same GPU shared variables, result kept on the GPU:
     The same with ``gv`` and ``theta`` float32 (float32 weights).  Target
     1.5x.  Left out with ``--small`` (the dry run, whose every compile of a
     generated kernel costs a host compile on the emulation).
+``many bins 1e4, float64`` (and ``1e5``, ``1e6``)
+    ``bincount(gx, weights=gw)``, ``gx`` int64 of N = 1e6 values spread
+    over ``[0, 1e4)`` (``1e5``, ``1e6``) bins, ``gw`` float64 in a GPU
+    shared variable: more bins than the window passes take, so "more" runs
+    the bucket path (``c_code/bincount_cuda_det_bucket.cuh``).  Target 3x.
+    ``--small``: only the ``1e6`` row, 20,000 values into 20,000 bins.
 ``rows, hot row``
     ``inc_subtensor(W[idx], g)`` onto a float32 table of V = 100,000 rows of
     D = 64, B = 16,384 indices of which a quarter name row 0 (``--small``:
@@ -43,7 +49,11 @@ __all__ = ["det_rows", "det_table"]
 SEED_N, SMALL_SEED_N = 10**6, 20_000
 ROWS, SMALL_ROWS = (100_000, 64, 16_384), (50, 8, 32)
 #: Most a "more" call may cost against the default one (issue 31).
-TARGETS = {"seed loop, float64": 1.5, "seed loop, float32": 1.5, "rows, hot row": 3.0}
+TARGETS = {"seed loop, float64": 1.5, "seed loop, float32": 1.5, "rows, hot row": 3.0,
+           "many bins 1e4, float64": 3.0, "many bins 1e5, float64": 3.0, "many bins 1e6, float64": 3.0}
+#: Bins of the "many bins" rows (--small: SMALL_MANY values into as many bins).
+MANY_BINS = {"many bins 1e4, float64": 10**4, "many bins 1e5, float64": 10**5, "many bins 1e6, float64": 10**6}
+SMALL_MANY = 20_000
 
 
 def _graphs(cp, name, small):
@@ -61,6 +71,13 @@ def _graphs(cp, name, small):
         theta = at.scalar("theta", dtype=dtype)
         out = bincount(gpu.shared(x, borrow=True), weights=at.exp(-theta * gpu.shared(v, borrow=True)))
         return [theta], gpu.gpu_from_host(out), n, np.dtype(dtype).type(0.5)
+    if name.startswith("many"):
+        n = SMALL_MANY if small else SEED_N
+        bins = SMALL_MANY if small else MANY_BINS[name]
+        x = cp.arange(n, dtype="int64") * 7919 % bins
+        w = ((cp.arange(n, dtype="int64") * 104729 % 65537) / 65537.0 - 0.5).astype("float64")
+        out = bincount(gpu.shared(x, borrow=True), weights=gpu.shared(w, borrow=True))
+        return [], gpu.gpu_from_host(out), n, None
     V, D, B = SMALL_ROWS if small else ROWS
     rng = np.random.default_rng(31)
     idx = rng.integers(0, V, B)
@@ -79,8 +96,8 @@ def det_rows(cp, small, repeat):
     rows = []
     sync = cp.cuda.get_current_stream().synchronize
     for name in TARGETS:
-        if small and name == "seed loop, float32":
-            continue  # the float64 row's code with another dtype: one compile less in the dry run
+        if small and name in ("seed loop, float32", "many bins 1e4, float64", "many bins 1e5, float64"):
+            continue  # another row's code at another size or dtype: less time in the dry run
         ins, out, n, arg = _graphs(cp, name, small)
         fns = {}
         for mode in ("default", "more"):

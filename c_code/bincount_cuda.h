@@ -117,8 +117,8 @@ typedef struct bc_status {
 
 /*
  * Parameters of a histogram pass, passed by value to the kernel.  Addresses
- * are device pointers as 64-bit integers; every field is 8 bytes except the
- * last two, so the layout is the same in C, C++, CUDA and ctypes.
+ * are device pointers as 64-bit integers; every field is 8 bytes except
+ * two pairs of 4-byte ones, so the layout is the same in C, C++ and CUDA.
  */
 typedef struct bc_hist_params {
     bc_u64 x;           /* const X *: the values (or indices) */
@@ -134,6 +134,12 @@ typedef struct bc_hist_params {
     bc_i64 shared_bins; /* bins [lo, lo + shared_bins) go through shared memory */
     bc_i32 copies;      /* replicated copies of the shared histogram (>= 1) */
     bc_i32 scatter;     /* 1: scatter-add form, 0: bincount form */
+    /* Read only by the deterministic kernels' bucket path (0 elsewhere;
+     * bincount_cuda_det.h, bincount_cuda_det_bucket.cuh): */
+    bc_u64 scratch;     /* its scratch buffer (bc_det_layout) */
+    bc_i64 windows;     /* windows of bins of the output */
+    bc_i32 stage;       /* BC_DET_STAGE_*: what the launch does */
+    bc_i32 tiles;       /* tiles of x (bc_det_tile_values) */
 } bc_hist_params;
 
 /* Most inputs of the scalar graph fused into a histogram kernel's weights. */

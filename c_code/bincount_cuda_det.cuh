@@ -34,8 +34,11 @@
  *   a bin gets the same sums whichever pass counts it), and the launcher
  *   fixes the grid from the length of x alone (BC_CUDA_DET_BLOCKS), never
  *   from timing or the device.  Bins that do not fit in one window are
- *   counted by further passes over x, one per window
- *   (bincount_cuda_det_launch.h).
+ *   counted by further passes over x, one per window, for outputs of up to
+ *   BC_CUDA_DET_PASS_MAX_BINS bins; longer outputs take the bucket path
+ *   (bincount_cuda_det_bucket.cuh), which reuses det_add_group, det_zero
+ *   and det_merge below over each window's bucket instead of x and
+ *   det_finish's chunk branch (bincount_cuda_det_launch.h).
  *
  * float32 weights are summed in float32 within a warp's sub-histogram (as
  * the default pass sums them in shared memory; float32 arithmetic keeps
@@ -58,6 +61,44 @@ namespace bc {
 enum { DET_UNROLL = 4 };
 /* The key of a lane with nothing to add in a group. */
 inline constexpr unsigned DET_NONE = 0xffffffffu;
+
+/* Add one group of 32 lanes to a warp's bins `mine`: the lanes that hold
+ * the same key are found with __match_any_sync, their values summed over
+ * the fixed tree of their lane ranks (peer_sum) and the lowest of them adds
+ * the sum with a plain read-modify-write; __syncwarp orders it before the
+ * next group's.  Every lane of the warp calls it; DET_NONE adds nothing. */
+template <typename W> __device__ __forceinline__ void det_add_group(W *mine, unsigned key, W v)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned peers = __match_any_sync(FULL_WARP, key);
+    const W sum = peer_sum(FULL_WARP, peers, v);
+    if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
+        mine[key] += sum;
+    __syncwarp(FULL_WARP);
+}
+
+/* Zero the block's `warps x span` shared bins of W, then a barrier. */
+template <typename W> __device__ __forceinline__ void det_zero(W *shared, bc_u64 count)
+{
+    for (bc_u64 i = threadIdx.x; i < count; i += blockDim.x)
+        shared[i] = (W)0;
+    __syncthreads();
+}
+
+/* After a barrier: the block's partial histogram of `width` bins, its
+ * warps' bins (`span` apart) summed warp 0 first, in float64. */
+template <typename W>
+__device__ __forceinline__ void det_merge(const W *shared, bc_u64 span, bc_u64 width,
+                                          double *partial)
+{
+    const unsigned warps = blockDim.x >> 5;
+    for (bc_u64 b = threadIdx.x; b < width; b += blockDim.x) {
+        double s = (double)shared[b];
+        for (unsigned c = 1; c < warps; c++)
+            s += (double)shared[c * span + b];
+        partial[b] = s;
+    }
+}
 
 /*
  * One deterministic pass over x into the window [p.lo, p.hi) (see the top).
@@ -82,9 +123,7 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
     W *shared = reinterpret_cast<W *>(dynamic_shared());
     W *mine = shared + warp * span;
 
-    for (bc_u64 i = threadIdx.x; i < warps * span; i += blockDim.x)
-        shared[i] = (W)0;
-    __syncthreads();
+    det_zero(shared, warps * span);
 
     bc_u64 vmax = 0, first_bad = NO_POSITION;
     const bc_i64 round = (bc_i64)gridDim.x * blockDim.x * DET_UNROLL;
@@ -109,37 +148,42 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
             }
         }
 #pragma unroll
-        for (int k = 0; k < DET_UNROLL; k++) {
-            const unsigned peers = __match_any_sync(FULL_WARP, key[k]);
-            const W sum = peer_sum(FULL_WARP, peers, v[k]);
-            if (key[k] != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
-                mine[key[k]] += sum;
-            __syncwarp(FULL_WARP);
-        }
+        for (int k = 0; k < DET_UNROLL; k++)
+            det_add_group(mine, key[k], v[k]);
     }
 
     publish_check(status, vmax, first_bad);
     __syncthreads();
 
     /* The block's partial histogram: its warps' bins, warp 0 first. */
-    double *partial = reinterpret_cast<double *>(p.out) + (bc_u64)blockIdx.x * span;
-    for (bc_u64 b = threadIdx.x; b < span; b += blockDim.x) {
-        double s = (double)shared[b];
-        for (unsigned c = 1; c < warps; c++)
-            s += (double)shared[c * span + b];
-        partial[b] = s;
-    }
+    det_merge(shared, span, span, reinterpret_cast<double *>(p.out) + (bc_u64)blockIdx.x * span);
     __syncthreads();
     last_block_check<X, FX>(p, f, status);
 }
 
-/* The blocks' partial sums of each bin, block 0 first, rounded once to OUT. */
+/* The blocks' partial sums of each bin, block 0 first, rounded once to OUT;
+ * in the bucket path the chunks' partial sums of each bin, chunk order
+ * (bincount_cuda_det_bucket.cuh), a bin of an empty window +0.0. */
 template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_finish_params &p)
 {
     const double *src = reinterpret_cast<const double *>(p.src);
     OUT *dst = reinterpret_cast<OUT *>(p.dst);
     const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
-    for (bc_i64 j = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; j < p.bins; j += step) {
+    const bc_i64 first = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const bc_u32 *starts = reinterpret_cast<const bc_u32 *>(p.starts);
+    for (bc_i64 j = first; j < p.bins && starts; j += step) {
+        const bc_i64 w = j / p.window_bins, b = j - w * p.window_bins;
+        const bc_i64 e0 = starts[w], e1 = starts[w + 1];
+        double s = 0.0;
+        if (e1 > e0) {
+            /* the partials of window w: rows chunk + w, chunk e0 / chunk ... */
+            s = src[(e0 / p.chunk + w) * p.window_bins + b];
+            for (bc_i64 k = e0 / p.chunk + 1; k <= (e1 - 1) / p.chunk; k++)
+                s += src[(k + w) * p.window_bins + b];
+        }
+        dst[j] = (OUT)s;
+    }
+    for (bc_i64 j = first; j < p.bins && !starts; j += step) {
         double s = src[j];
         for (bc_i64 b = 1; b < p.blocks; b++)
             s += src[b * p.stride + j];

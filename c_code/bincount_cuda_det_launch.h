@@ -26,15 +26,26 @@
  *      the status (zeroed by a memset).
  *   2. The first pass counts the bins [0, F): F = n in the scatter-add form,
  *      else max(n, the previous call's length or BC_CUDA_FIRST_PASS_BINS),
- *      both at most S; it also finds max(x) and the first refused position.
+ *      both at most S, and F = 0 (a pass that only checks) when that
+ *      length would take the bucket path; it also finds max(x) and the
+ *      first refused position.
  *   3. The status comes back (the one wait); a refused value raises.
- *   4. The output, exactly `length` bins: the finish kernel sums the first
- *      window's partials in block order; each further window [lo, lo + S)
- *      is a pass over x and a finish, queued without waiting.
+ *   4. The output, exactly `length` bins.  Up to BC_CUDA_DET_PASS_MAX_BINS
+ *      bins (bc_det_bucketed): the finish kernel sums the first window's
+ *      partials in block order; each further window [lo, lo + S) is a pass
+ *      over x and a finish, queued without waiting.  More bins: the bucket
+ *      path (bincount_cuda_det_bucket.cuh), one more allocation, its scratch
+ *      buffer (bc_det_make_layout: a u32 count per window and tile, the
+ *      windows' starts, 2 + weight bytes per value of x for the buckets,
+ *      8 bytes per bin of the windows for the chunks' partial sums, 8 KB
+ *      per chunk), a memset of the count table, the five stages (one
+ *      launch each: COUNT, REDUCE, SCAN, SCATTER, SUM) and the finish, all
+ *      queued without waiting.
  *
  * The order of every float addition follows from the grid alone (a bin's
  * value is the same whichever window it falls in), and the grid from the
- * length of x alone: never from timing, nor from the device.  So the same
+ * length of x alone, or, in the bucket path, from the lengths of x and of
+ * the output and the values: never from timing, nor from the device.  So the same
  * inputs give the same bits on every call, and, with the same kernels (the
  * package and NVRTC versions), on any GPU.
  */
@@ -46,19 +57,16 @@
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
 
-/* Queue one deterministic pass over the window [lo, hi) into the partial
- * sums at `partials`, with `blocks` blocks. */
-static int bc_cuda_det_queue_pass(const bc_cuda_api *api, const bc_cuda_kernels *k,
-                                  const bc_cuda_bincount_call *c, bc_CUdeviceptr partials,
-                                  bc_CUdeviceptr status, long long blocks, long long lo,
-                                  long long hi, bc_cuda_error *err)
+/* The parameters of a launch of the deterministic kernel that are the same
+ * in every stage. */
+static bc_hist_params bc_cuda_det_params(const bc_cuda_bincount_call *c, bc_CUdeviceptr out,
+                                         bc_CUdeviceptr status, long long lo, long long hi)
 {
     bc_hist_params p;
-    void *args[2];
     memset(&p, 0, sizeof(p));
     p.x = c->x.ptr;
     p.w = c->weights.ptr;
-    p.out = partials;
+    p.out = out;
     p.status = status;
     p.size = c->x.length;
     p.x_stride = bc_cuda_stride(&c->x);
@@ -69,14 +77,34 @@ static int bc_cuda_det_queue_pass(const bc_cuda_api *api, const bc_cuda_kernels 
     p.shared_bins = hi - lo;
     p.copies = BC_CUDA_THREADS / 32;
     p.scatter = c->scatter;
-    args[0] = &p;
+    return p;
+}
+
+/* Queue one launch of the deterministic kernel: `blocks` blocks with
+ * `shared` bytes of dynamic shared memory. */
+static int bc_cuda_det_launch(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                              const bc_cuda_bincount_call *c, bc_hist_params *p, long long blocks,
+                              long long shared, bc_cuda_error *err)
+{
+    void *args[2];
+    args[0] = p;
     args[1] = (void *)c->fused; /* read only by a fused kernel, which takes two */
-    return bc_cuda_check(
-        api,
-        api->LaunchKernel(k->hist, (unsigned)blocks, 1, 1, BC_CUDA_THREADS, 1, 1,
-                          (unsigned)((hi - lo) * (BC_CUDA_THREADS / 32) * c->shared_itemsize),
-                          c->stream, args, NULL),
-        "cuLaunchKernel(deterministic histogram pass)", err);
+    return bc_cuda_check(api,
+                         api->LaunchKernel(k->hist, (unsigned)blocks, 1, 1, BC_CUDA_THREADS, 1, 1,
+                                           (unsigned)shared, c->stream, args, NULL),
+                         "cuLaunchKernel(deterministic histogram)", err);
+}
+
+/* Queue one window pass over the window [lo, hi) into the partial sums at
+ * `partials`, with `blocks` blocks. */
+static int bc_cuda_det_queue_pass(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                  const bc_cuda_bincount_call *c, bc_CUdeviceptr partials,
+                                  bc_CUdeviceptr status, long long blocks, long long lo,
+                                  long long hi, bc_cuda_error *err)
+{
+    bc_hist_params p = bc_cuda_det_params(c, partials, status, lo, hi);
+    return bc_cuda_det_launch(api, k, c, &p, blocks,
+                              (hi - lo) * (BC_CUDA_THREADS / 32) * c->shared_itemsize, err);
 }
 
 /* Queue the sum, in block order, of `bins` bins of partial sums `stride`
@@ -87,12 +115,78 @@ static int bc_cuda_det_queue_finish(const bc_cuda_api *api, const bc_cuda_kernel
                                     bc_cuda_error *err)
 {
     bc_det_finish_params p;
+    memset(&p, 0, sizeof(p));
     p.src = partials;
     p.dst = dst;
     p.bins = bins;
     p.stride = stride;
     p.blocks = blocks;
     return bc_cuda_queue_finish_kernel(api, k, stream, bins, &p,
+                                       "cuLaunchKernel(deterministic finish)", err);
+}
+
+/*
+ * The bucket path (bincount_cuda_det_bucket.cuh) into the output at `out`
+ * of `length` bins, with `tiles` tiles (the window passes' grid): its
+ * scratch buffer, allocated here (*scratch, released by the caller after
+ * the last launch that reads it), and its six launches, queued in order.
+ */
+static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                    const bc_cuda_bincount_call *c, const bc_cuda_host *host,
+                                    long long tiles, long long length, bc_CUdeviceptr out,
+                                    void **scratch, bc_cuda_error *err)
+{
+    const long long warps = BC_CUDA_THREADS / 32, size = c->x.length;
+    const long long window_bins = bc_det_window_bins(c->shared_itemsize);
+    const long long windows = bc_ceil_div(length, window_bins);
+    const bc_det_layout l = bc_det_make_layout(size, windows, tiles, c->shared_itemsize);
+    /* the windows' counters and cursors in shared memory when they fit */
+    const long long cursors = windows * 4 <= k->shared_budget ? windows : 0;
+    /* the sum's sub-histograms: what the budget holds beside a word per warp */
+    long long span = (k->shared_budget - warps * 8) / (warps * c->shared_itemsize);
+    bc_CUdeviceptr base = 0;
+    bc_hist_params p = bc_cuda_det_params(c, 0, 0, 0, length);
+    bc_det_finish_params f;
+    int stage;
+
+    span = span < window_bins ? span : window_bins;
+    if (span < 1)
+        return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER,
+                                 "the deterministic histogram kernel got no shared memory",
+                                 1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
+    *scratch = bc_cuda_alloc(host, BC_DT_FLOAT64, bc_ceil_div(l.bytes, 8), 0, &base, length,
+                             c->out_itemsize, err);
+    if (*scratch == NULL)
+        return -1;
+    p.scratch = base;
+    p.windows = windows;
+    p.tiles = (int)tiles;
+    if (bc_cuda_check(api, api->MemsetD32Async(base, 0, (size_t)(windows * tiles), c->stream),
+                      "cuMemsetD32Async", err) != 0)
+        return -1;
+    for (stage = BC_DET_STAGE_COUNT; stage <= BC_DET_STAGE_SUM; stage++) {
+        long long blocks = tiles, shared = warps * 4;
+        p.stage = stage;
+        p.shared_bins = 0;
+        if (stage == BC_DET_STAGE_COUNT || stage == BC_DET_STAGE_SCATTER) {
+            p.shared_bins = cursors;
+            shared = cursors * 4;
+        } else if (stage == BC_DET_STAGE_SUM) {
+            p.shared_bins = span; /* the sub-histograms, then a word per warp */
+            shared = bc_ceil_div(warps * span * c->shared_itemsize, 8) * 8 + warps * 8;
+            blocks = bc_ceil_div(size, bc_det_chunk(size));
+        }
+        if (bc_cuda_det_launch(api, k, c, &p, blocks, shared, err) != 0)
+            return -1;
+    }
+    memset(&f, 0, sizeof(f));
+    f.src = base + (bc_CUdeviceptr)l.partials;
+    f.dst = out;
+    f.bins = length;
+    f.starts = base + (bc_CUdeviceptr)l.starts;
+    f.chunk = bc_det_chunk(size);
+    f.window_bins = window_bins;
+    return bc_cuda_queue_finish_kernel(api, k, c->stream, length, &f,
                                        "cuLaunchKernel(deterministic finish)", err);
 }
 
@@ -107,9 +201,10 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
                                 bc_cuda_result *result, bc_cuda_error *err)
 {
     const long long warps = BC_CUDA_THREADS / 32;
-    void *buf = NULL, *out = NULL;
+    void *buf = NULL, *out = NULL, *scratch = NULL;
     bc_CUdeviceptr buf_ptr = 0, out_ptr = 0, status_ptr;
     long long span, blocks, first, length = 0, lo;
+    int bucketed;
     const int begun = bc_cuda_bincount_begin(api, c, k, host, result, err);
 
     if (begun != 0)
@@ -129,7 +224,9 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         first = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
         first = c->n > first ? c->n : first;
     }
-    first = first < span ? first : span;
+    /* a check-only first pass (no window) when the bucket path is expected */
+    first = bc_det_bucketed(c->x.length, first, blocks, c->shared_itemsize) ? 0
+            : first < span ? first : span;
     buf = bc_cuda_alloc(host, BC_DT_FLOAT64, blocks * span + BC_CUDA_STATUS_BYTES / 8, 0,
                         &buf_ptr, blocks * span, 8, err);
     if (buf == NULL)
@@ -143,26 +240,36 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         bc_cuda_read_length(api, host, c, k, status_ptr, &length, err) != 0)
         goto fail;
 
-    /* 4. The output, window by window. */
+    /* 4. The output: the bucket path, or window by window. */
     out = bc_cuda_alloc(host, c->out_dtype, length, 0, &out_ptr, length, c->out_itemsize, err);
     if (out == NULL)
         goto fail;
-    for (lo = 0; lo < length;) {
-        const long long width = lo == 0 ? first : span;
+    bucketed = bc_det_bucketed(c->x.length, length, blocks, c->shared_itemsize);
+    if (bucketed &&
+        bc_cuda_det_queue_bucket(api, k, c, host, blocks, length, out_ptr, &scratch, err) != 0)
+        goto fail;
+    for (lo = 0; lo < length && !bucketed;) {
+        const int counted = lo == 0 && first > 0; /* by the first pass */
+        const long long width = counted ? first : span;
         const long long hi = lo + width < length ? lo + width : length;
-        if (lo > 0 &&
+        if (!counted &&
             bc_cuda_det_queue_pass(api, k, c, buf_ptr, status_ptr, blocks, lo, hi, err) != 0)
             goto fail;
         if (bc_cuda_det_queue_finish(api, k, c->stream, buf_ptr,
                                      out_ptr + (bc_CUdeviceptr)lo * (bc_CUdeviceptr)c->out_itemsize,
-                                     hi - lo, lo == 0 ? first : hi - lo, blocks, err) != 0)
+                                     hi - lo, counted ? first : hi - lo, blocks, err) != 0)
             goto fail;
         lo = hi;
     }
-    /* The last finish was the last operation that reads the partial sums. */
+    /* The last finish was the last operation that reads the partial sums
+     * and the scratch buffer. */
+    if (scratch != NULL)
+        host->release(host->ctx, scratch);
     return bc_cuda_bincount_end(host, buf, out, length, 1, result);
 
 fail:
+    if (scratch != NULL)
+        host->release(host->ctx, scratch);
     return bc_cuda_bincount_end(host, buf, out, 0, 0, result);
 }
 

@@ -39,14 +39,18 @@
  *                             loads when aligned (bc_fused_x_vec,
  *                             bc_fused_weight_vec), and the value at a
  *                             refused position is computed again.
- *   bincount_hist_det_<x>_<w> the deterministic pass of float weights (w: f32,
- *                             f64; bincount_cuda_det.cuh): the window's bins
- *                             summed per warp and per block, in a fixed
- *                             order, into partial histograms, no atomics.
+ *   bincount_hist_det_<x>_<w> the deterministic kernel of float weights (w:
+ *                             f32, f64): a window pass (bincount_cuda_det.cuh,
+ *                             the window's bins summed per warp and per
+ *                             block, in a fixed order, into partial
+ *                             histograms, no float atomics) or a stage of
+ *                             the bucket path (bincount_cuda_det_bucket.cuh),
+ *                             as its parameters' `stage` says.
  *                             A generated source that defines BC_FUSED_DET
  *                             makes its BC_FUSED_NAME this pass.
  *   bincount_det_finish_<out> the blocks' partial histograms summed in block
- *                             order into the output (f32, f64).
+ *                             order into the output (f32, f64), or the
+ *                             bucket path's chunks' in chunk order.
  *   bincount_finish_<acc>_<out>  out[i] = (out dtype) acc[i]: u32_u8, u32_u16
  *                             (the low bits: 8- and 16-bit integer outputs
  *                             wrap), u64_f32, u64_f64 (counts to floats),
@@ -55,7 +59,7 @@
  * The templates these kernels instantiate, and the algorithm of a pass, are
  * in bincount_cuda_hist.cuh.
  */
-#include "bincount_cuda_det.cuh"
+#include "bincount_cuda_det_bucket.cuh"
 
 /* ---- extern "C" kernels ---- */
 
@@ -90,7 +94,7 @@
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
         NAME(const bc_hist_params p, const bc_fused_params f)                                 \
     {                                                                                         \
-        bc::det_hist<XT, WT, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);                      \
+        bc::det_pass<XT, WT, BC_FUSED_FW != 0, BC_FUSED_FX != 0>(p, &f);                      \
     }
 #else
 #define BC_FUSED_TYPES(NAME, XT, WT, SHT, ACCT, WEIGHTED)                                     \
@@ -101,12 +105,12 @@
     }
 #endif
 
-/* The deterministic pass of float weights (bincount_cuda_det.cuh). */
+/* The deterministic kernel of float weights (bincount_cuda_det_bucket.cuh). */
 #define BC_DET(XN, XT, WN, WT)                                                                \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
         bincount_hist_det_##XN##_##WN(const bc_hist_params p)                                 \
     {                                                                                         \
-        bc::det_hist<XT, WT, false, false>(p, 0);                                             \
+        bc::det_pass<XT, WT, false, false>(p, 0);                                             \
     }
 
 /* Every increment kind for one dtype of x: counts, then each weights dtype. */

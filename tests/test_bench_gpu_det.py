@@ -25,6 +25,7 @@ def rows(more_ms, same):
         dict(row="seed loop, float64", N=10**6, more_ms=more_ms, **common),
         dict(row="seed loop, float32", N=10**6, more_ms=more_ms, **common),
         dict(row="rows, hot row", N=16384, more_ms=2 * more_ms, **common),
+        dict(row="many bins 1e6, float64", N=10**6, more_ms=2 * more_ms, **common),
     ]
 
 
@@ -34,7 +35,8 @@ def test_det_table_ratios_and_verdicts(more_ms, same, verdict):
     assert f"| seed loop, float64 | 1e6 | 1 | {more_ms:.3g} | {more_ms:.2f} | 1.5 |" in text, text
     assert f"| rows, hot row | 16384 | 1 | {2 * more_ms:.3g} | {2 * more_ms:.2f} | 3.0 |" in text, text
     verdicts = [line for line in text.splitlines() if line.startswith("- ")]
-    assert len(verdicts) == 6, text
+    assert f"| many bins 1e6, float64 | 1e6 | 1 | {2 * more_ms:.3g} | {2 * more_ms:.2f} | 3.0 |" in text, text
+    assert len(verdicts) == 8, text
     assert all(line.startswith(f"- {verdict}:") for line in verdicts), text
 
 

@@ -34,7 +34,7 @@ def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
     "op_class,kernel_files",
     [
         (GpuBincount, ("bincount_cuda_kernel.cu", "bincount_cuda_hist.cuh", "bincount_cuda_det.cuh",
-                       "bincount_cuda_det.h", "bincount_cuda_device.cuh")),
+                       "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h", "bincount_cuda_device.cuh")),
         (GpuScatterAdd, ("scatter_add_cuda_kernel.cu", "scatter_add_cuda_det.cuh", "bincount_cuda_device.cuh")),
     ],
 )

@@ -10,10 +10,18 @@ orders of summation give different bits.
   (``GpuFusedBincount``);
 - ``rows``: a float32 scatter-add of rows with a hot row
   (``GpuScatterAdd``);
+- ``many``: a float64-weighted bincount into ``MANY_BINS`` bins, past the
+  window passes (the bucket path of ``bincount_cuda_det_bucket.cuh``), with
+  a hot window, hot bins and empty windows;
+- ``seed_many``: the seed's loop in float32 (``GpuFusedBincount``) into as
+  many bins;
 - ``rows_hot``: a float64 scatter-add onto a base of rows wider than one
   column tile (160), with two hot rows, half of all indices given negative.
 
-Run as a script (``python det_cases.py MODE CALLS``) it compiles the four
+``MANY_BINS`` is 12,000 (12 windows of float64, 6 of float32), or the
+environment's ``DET_CASES_MANY_BINS``, read when the module is imported.
+
+Run as a script (``python det_cases.py MODE CALLS``) it compiles the cases
 under ``aesara.config.deterministic = MODE``, calls each CALLS times and
 prints, as JSON, the SHA-256 of the bytes of every result: what
 ``test_cuda_deterministic.py`` compares across calls and across processes
@@ -21,6 +29,7 @@ prints, as JSON, the SHA-256 of the bytes of every result: what
 """
 import hashlib
 import json
+import os
 import sys
 
 import numpy as np
@@ -29,6 +38,20 @@ N = 12_000  # values: several blocks of the emulation
 BINS = 300  # values of x, hot ones first
 ROWS, WIDTH = 200, 40  # the scatter-add's output
 HOT_N, HOT_WIDTH = 3000, 160  # rows_hot: indices, row width (two column tiles)
+MANY_BINS = int(os.environ.get("DET_CASES_MANY_BINS", "12000"))
+
+
+def many_indices(rng, n, top):
+    """Indices in [0, top): half in [2048, 3072) (one hot window of float64
+    bins, a third of those on 2100), the rest spread but none in
+    [5120, 8192) (empty windows), and the last at top - 1."""
+    idx = rng.integers(0, top, n)
+    idx[(idx >= 5120) & (idx < 8192)] -= 4096
+    hot = rng.random(n) < 0.5
+    idx[hot] = rng.integers(2048, 3072, int(hot.sum()))
+    idx[hot & (rng.random(n) < 0.33)] = 2100
+    idx[-1] = top - 1
+    return idx
 
 
 def wide_values(rng, n, dtype):
@@ -57,6 +80,8 @@ def inputs(seed=31):
         "hot_idx": hot_indices(rng, HOT_N, ROWS) - (rng.random(HOT_N) < 0.5) * ROWS,
         "hot_inc": wide_values(rng, HOT_N * HOT_WIDTH, "float64").reshape(HOT_N, HOT_WIDTH),
         "hot_base": wide_values(rng, ROWS * HOT_WIDTH, "float64").reshape(ROWS, HOT_WIDTH),
+        "xm": many_indices(rng, N, MANY_BINS).astype("int64"),
+        "vm": rng.uniform(-40.0, 40.0, N).astype("float32"),
     }
 
 
@@ -71,7 +96,9 @@ def functions(deterministic, data=None):
     data = inputs() if data is None else data
     gx, gw, gv = (gpu.shared(data[k]) for k in ("x", "w", "v"))
     gidx, ginc = gpu.shared(data["idx"]), gpu.shared(data["inc"])
+    gxm, gvm = gpu.shared(data["xm"]), gpu.shared(data["vm"])
     theta = aesara.shared(np.float64(1.0))
+    theta32 = aesara.shared(np.float32(1.0))
     table = at.zeros((ROWS, WIDTH), dtype="float32")
     hot = at.inc_subtensor(gpu.shared(data["hot_base"])[gpu.shared(data["hot_idx"])], gpu.shared(data["hot_inc"]))
     with aesara.config.change_flags(deterministic=deterministic):
@@ -80,14 +107,20 @@ def functions(deterministic, data=None):
             "seed": aesara.function([], bincount(gx, weights=at.exp(-theta * gv))),
             "rows": aesara.function([], at.inc_subtensor(table[gidx], ginc)),
             "rows_hot": aesara.function([], hot),
+            "many": aesara.function([], bincount(gxm, weights=gw)),
+            "seed_many": aesara.function(
+                [], bincount(gxm, weights=at.exp(-theta32 * gvm))),
         }
 
 
 def digests(fns, calls):
-    """``{case: [sha256 of the result's bytes, one per call]}``."""
+    """``{case: [sha256 of the result's bytes, one per call]}`` (only the
+    cases named in the environment's ``DET_CASES_ONLY``, comma-separated,
+    when it is set)."""
+    only = os.environ.get("DET_CASES_ONLY")
     return {
         name: [hashlib.sha256(np.ascontiguousarray(f()).tobytes()).hexdigest() for _ in range(calls)]
-        for name, f in fns.items()
+        for name, f in fns.items() if not only or name in only.split(",")
     }
 
 
