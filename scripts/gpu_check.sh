@@ -45,7 +45,8 @@
 # stop the others.  A stage command that exits 77 is reported as skipped (it could not run
 # here, e.g. compute-sanitizer refusing the device).  Exit status: the number of failed
 # stages (0: all passed or skipped).
-# Environment: OUT, PYTHON (default python3), GPU_BUNDLE, GPU_CHECK_STATE.
+# Environment: OUT, PYTHON (default python3), GPU_BUNDLE, GPU_CHECK_STATE,
+# GPU_CHECK_DRY_RUN_SLACK (dry-run: the limits times this, default 4).
 # Sourcing this file defines its functions and runs nothing (tests/test_gpu_check.py).
 
 # Time limits (seconds) of the stages; a stage that ignores the TERM signal at its limit is
@@ -349,6 +350,10 @@ main() {
     SMALL=(--small --repeat 3)
     PYTEST_K=(-k "test_counts_every_dtype and int32 or test_seed_case or one_synchronization or test_strided_inputs")
     MAIN_ARGS=(-n 2000 --bins 50 --repeat 3)
+    # The limits are sized for an H200; the emulation on a shared CPU (make test runs the
+    # dry run beside other tests) gets GPU_CHECK_DRY_RUN_SLACK times as long (default 4).
+    local limit
+    for limit in ${!LIMIT_*}; do printf -v "$limit" '%d' $((${!limit} * ${GPU_CHECK_DRY_RUN_SLACK:-4})); done
     # NVRTC output is the same on the emulation: share the test-suite's kernel cache.
     export AESARA_BINCOUNT_CACHE=${AESARA_BINCOUNT_CACHE:-$ROOT/.cache/tests/kernels}
   else
