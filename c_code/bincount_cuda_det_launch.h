@@ -57,6 +57,13 @@
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h"
 
+/* The failure of a device whose shared memory cannot hold one bin a warp. */
+static int bc_det_no_shared(bc_cuda_error *err)
+{
+    return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER, "the deterministic histogram kernel got no shared memory",
+                             1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
+}
+
 /* The parameters of a launch of the deterministic kernel that are the same
  * in every stage. */
 static bc_hist_params bc_cuda_det_params(const bc_cuda_bincount_call *c, bc_CUdeviceptr out,
@@ -151,9 +158,7 @@ static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernel
 
     span = span < window_bins ? span : window_bins;
     if (span < 1)
-        return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER,
-                                 "the deterministic histogram kernel got no shared memory",
-                                 1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
+        return bc_det_no_shared(err);
     *scratch = bc_cuda_alloc(host, BC_DT_FLOAT64, bc_ceil_div(l.bytes, 8), 0, &base, length,
                              c->out_itemsize, err);
     if (*scratch == NULL)
@@ -213,9 +218,7 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
     /* 1. The window and the grid. */
     span = k->shared_budget / (warps * c->shared_itemsize);
     if (span < 1)
-        return bc_cuda_fail_text(err, BC_CUDA_E_DRIVER,
-                                 "the deterministic histogram kernel got no shared memory",
-                                 1 /* CUDA_ERROR_INVALID_VALUE */, 0, 0);
+        return bc_det_no_shared(err);
     blocks = bc_ceil_div(c->x.length, BC_CUDA_MIN_ELEMS_PER_BLOCK);
     blocks = blocks < BC_CUDA_DET_BLOCKS ? blocks : BC_CUDA_DET_BLOCKS;
     if (c->scatter) {
