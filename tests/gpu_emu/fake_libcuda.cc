@@ -39,7 +39,9 @@
  * layer keeps each generated source in its cache folder
  * ($AESARA_BINCOUNT_CACHE/<name>.cu); cuModuleGetFunction compiles it for the
  * host with generated_emu.cc (g++, cached there by name and by this
- * library's build), dlopens it and launches it from cuLaunchKernel.
+ * library's build; cuda_emu.h comes precompiled, from the folder that
+ * build.py names in BC_EMU_PCH), dlopens it and launches it from
+ * cuLaunchKernel.
  *
  * Contexts have IDs (cuCtxGetId, unless FAKE_CUDA_NO_CTX_ID is set, when
  * it fails as on a driver older than CUDA 12.0).  fake_cuda_replace_context
@@ -323,7 +325,7 @@ const generated_entry *load_generated(const char *name, int device)
     if (handle == nullptr) {
         const std::string tmp = lib + "." + std::to_string((long long)getpid()) + ".tmp";
         const std::string cmd = std::string(BC_EMU_CXX) +
-                                " -std=c++20 -O1 -fPIC -shared -pthread -w -I" BC_EMU_C_CODE
+                                " " BC_EMU_GENERATED_FLAGS " -shared -include " BC_EMU_PCH " -I" BC_EMU_C_CODE
                                 " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
                                 "' " BC_EMU_DIR "/generated_emu.cc 1>&2";
         if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), lib.c_str()) != 0) {
