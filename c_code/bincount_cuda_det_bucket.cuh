@@ -63,7 +63,8 @@ namespace bc {
 
 /* The arrays of the scratch buffer (bc_det_make_layout) and the sizes. */
 template <typename W> struct det_bucket {
-    bc_u32 *table, *runs, *starts;
+    bc_status *status;
+    bc_u32 *table, *totals, *starts;
     W *weights;
     unsigned short *bins;
     double *partials;
@@ -73,8 +74,9 @@ template <typename W> struct det_bucket {
     {
         const bc_det_layout l = bc_det_make_layout(p.size, p.windows, p.tiles, sizeof(W));
         char *s = reinterpret_cast<char *>(p.scratch);
+        status = reinterpret_cast<bc_status *>(s + l.status);
         table = reinterpret_cast<bc_u32 *>(s + l.table);
-        runs = reinterpret_cast<bc_u32 *>(s + l.runs);
+        totals = reinterpret_cast<bc_u32 *>(s + l.totals);
         starts = reinterpret_cast<bc_u32 *>(s + l.starts);
         weights = reinterpret_cast<W *>(s + l.weights);
         bins = reinterpret_cast<unsigned short *>(s + l.bins);
@@ -88,7 +90,7 @@ template <typename W> struct det_bucket {
 };
 
 /* The bin of the value at `pos`, false when it has none in [0, p.hi) (the
- * range check ran before, in the window stage). */
+ * range check ran before, in the count). */
 template <typename X, bool FX>
 __device__ __forceinline__ bool det_bin_at(const bc_hist_params &p, const bc_fused_params *f,
                                            bc_i64 pos, bc_u64 &bin)
@@ -99,35 +101,55 @@ __device__ __forceinline__ bool det_bin_at(const bc_hist_params &p, const bc_fus
     return to_bin(xv, typename traits<X>::sign(), p, bin, vmax) && bin < (bc_u64)p.hi;
 }
 
-/* COUNT: the block's tile counted per window (p.shared_bins != 0: the
- * counters in shared memory, else in the zeroed table). */
+/* COUNT: the block's tile checked (max(x), the first refused position, as
+ * the window pass checks it: publish_check, last_block_check) and counted
+ * per window (p.shared_bins != 0: the counters in shared memory, else in
+ * the zeroed table), the counts added to the windows' totals.  Values at
+ * or past p.hi (the launcher's guess of the length was short) are not
+ * counted: the launcher counts again with more windows. */
 template <typename X, typename W, bool FX>
 __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fused_params *f)
 {
+    typedef typename traits<X>::sign sign;
     const det_bucket<W> d(p);
+    const X *x = reinterpret_cast<const X *>(p.x);
     const bool here = p.shared_bins != 0;
     bc_u32 *count = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
     const bc_i64 step = here ? 1 : d.tiles;
     const unsigned lane = threadIdx.x & 31u;
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
+    bc_u64 vmax = 0, first_bad = NO_POSITION;
     if (here)
         det_zero(count, (bc_u64)d.windows);
     for (bc_i64 base = begin; base < end; base += blockDim.x) {
         const bc_i64 pos = base + threadIdx.x;
-        bc_u64 bin = 0;
-        const unsigned key =
-            pos < end && det_bin_at<X, FX>(p, f, pos, bin) ? (unsigned)(bin / d.window_bins)
-                                                           : DET_NONE;
+        unsigned key = DET_NONE;
+        if (pos < end) {
+            const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
+            bc_u64 bin = 0;
+            if (!to_bin(xv, sign(), p, bin, vmax))
+                first_bad = (bc_u64)pos < first_bad ? (bc_u64)pos : first_bad;
+            else if (bin < (bc_u64)p.hi)
+                key = (unsigned)(bin / d.window_bins);
+        }
         const unsigned peers = __match_any_sync(FULL_WARP, key);
-        if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
+        if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u) {
             atomicAdd(count + key * step, (bc_u32)__popc(peers));
+            if (!here)
+                atomicAdd(d.totals + key, (bc_u32)__popc(peers));
+        }
     }
-    if (here) {
-        __syncthreads();
-        for (bc_i64 w = threadIdx.x; w < d.windows; w += blockDim.x)
-            d.table[w * d.tiles + blockIdx.x] = count[w];
+    publish_check(d.status, vmax, first_bad);
+    __syncthreads();
+    for (bc_i64 w = threadIdx.x; w < d.windows && here; w += blockDim.x) {
+        const bc_u32 v = count[w];
+        d.table[w * d.tiles + blockIdx.x] = v;
+        if (v != 0u)
+            atomicAdd(d.totals + w, v);
     }
+    __syncthreads();
+    last_block_check<X, FX>(p, f, d.status);
 }
 
 /* The sum of v over the block (every thread gets it); `scratch` holds a
@@ -146,7 +168,19 @@ __device__ __forceinline__ bc_u32 det_block_sum(bc_u32 v, bc_u32 *scratch)
     return s;
 }
 
-/* The run of the table block b scans: [first, last). */
+/* The inclusive sum of v over the lanes up to this one. */
+__device__ __forceinline__ bc_u32 det_warp_scan(bc_u32 v)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    for (unsigned k = 1; k < 32; k <<= 1) {
+        const bc_u32 t = __shfl_sync(FULL_WARP, v, lane >= k ? (int)(lane - k) : (int)lane);
+        if (lane >= k)
+            v += t;
+    }
+    return v;
+}
+
+/* The run of `entries` that block b takes: [first, last). */
 __device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_i64 &last)
 {
     const bc_i64 each = (entries + gridDim.x - 1) / gridDim.x;
@@ -154,82 +188,87 @@ __device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_
     last = first + each < entries ? first + each : entries;
 }
 
-/* REDUCE: runs[b] = the sum of block b's run of the table. */
-template <typename W> __device__ __forceinline__ void det_reduce(const bc_hist_params &p)
-{
-    const det_bucket<W> d(p);
-    bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 v = 0;
-    for (bc_i64 e = first + threadIdx.x; e < last; e += blockDim.x)
-        v += d.table[e];
-    v = det_block_sum(v, reinterpret_cast<bc_u32 *>(dynamic_shared()));
-    if (threadIdx.x == 0)
-        d.runs[blockIdx.x] = v;
-}
-
-/* SCAN: the table's exclusive scan in place (block b its run, from the sum
- * of the runs before it), the windows' starts, and starts[windows].  A
- * thread per run: the grid (the tiles, at most BC_CUDA_DET_BLOCKS) is no
- * larger than a block. */
+/* SCAN: block b takes a run of windows.  Their starts (the windows'
+ * totals before them, scanned by the block, blockDim.x windows at a time,
+ * the bases kept in shared memory after a word per warp), starts[windows]
+ * the bucket's size; then each warp scans a window's row of the table in
+ * place (a tile's offset in the window's bucket), rows dealt to the warps
+ * in turn.  Integer sums: exact in any order. */
 template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_params &p)
 {
     const det_bucket<W> d(p);
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     bc_u32 *scratch = reinterpret_cast<bc_u32 *>(dynamic_shared());
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    bc_u32 *bases = scratch + warps;
     bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 base = det_block_sum(threadIdx.x < blockIdx.x ? d.runs[threadIdx.x] : 0u, scratch);
-    if (blockIdx.x == 0) {
-        const bc_u32 all =
-            det_block_sum(threadIdx.x < gridDim.x ? d.runs[threadIdx.x] : 0u, scratch);
-        if (threadIdx.x == 0)
-            d.starts[d.windows] = all;
-    }
+    det_table_run(d.windows, first, last);
+    bc_u32 before = 0;
+    for (bc_i64 w = threadIdx.x; w < first; w += blockDim.x)
+        before += d.totals[w];
+    before = det_block_sum(before, scratch);
     for (bc_i64 at = first; at < last; at += blockDim.x) {
-        const bc_i64 e = at + threadIdx.x;
-        const bc_u32 v = e < last ? d.table[e] : 0u;
-        bc_u32 s = v; /* inclusive scan over the warp's lanes */
-        for (unsigned k = 1; k < 32; k <<= 1) {
-            const bc_u32 t = __shfl_sync(FULL_WARP, s, lane >= k ? (int)(lane - k) : (int)lane);
-            if (lane >= k)
-                s += t;
-        }
+        const bc_i64 w = at + threadIdx.x;
+        const bc_u32 v = w < last ? d.totals[w] : 0u;
+        const bc_u32 s = det_warp_scan(v);
         __syncthreads();
         if (lane == 31u)
             scratch[warp] = s;
         __syncthreads();
-        bc_u32 before = base, round = 0;
-        for (unsigned c = 0; c < (blockDim.x >> 5); c++) {
-            before += c < warp ? scratch[c] : 0u;
+        bc_u32 mine = before, round = 0;
+        for (unsigned c = 0; c < warps; c++) {
+            mine += c < warp ? scratch[c] : 0u;
             round += scratch[c];
         }
-        if (e < last) {
-            d.table[e] = before + s - v;
-            if (e % d.tiles == 0)
-                d.starts[e / d.tiles] = before + s - v;
+        mine += s - v;
+        bases[threadIdx.x] = mine;
+        if (w < last)
+            d.starts[w] = mine;
+        if (w < last && w == d.windows - 1)
+            d.starts[d.windows] = mine + v;
+        before += round;
+        __syncthreads();
+        const bc_i64 rows = last - at < (bc_i64)blockDim.x ? last - at : (bc_i64)blockDim.x;
+        for (bc_i64 r = warp; r < rows; r += warps) {
+            bc_u32 *row = d.table + (at + r) * d.tiles;
+            bc_u32 run = bases[r];
+            for (bc_i64 t0 = 0; t0 < d.tiles; t0 += 32) {
+                const bc_i64 t = t0 + lane;
+                const bc_u32 c = t < d.tiles ? row[t] : 0u;
+                const bc_u32 inc = det_warp_scan(c);
+                if (t < d.tiles)
+                    row[t] = run + inc - c;
+                run += __shfl_sync(FULL_WARP, inc, 31);
+            }
         }
-        base += round;
     }
 }
 
 /* SCATTER: the block's tile to the buckets, stable (see the top).  The
- * window cursors: in shared memory when p.shared_bins != 0, else the
- * block's own column of the table. */
+ * windows' cursors: in shared memory when p.shared_bins != 0, else the
+ * block's own column of the table.  When p.shared_bins holds a row of
+ * counters per warp besides (windows x (warps + 1) words), each round's
+ * offsets come from the warps' counts of the round (a warp counts its
+ * groups in its own row; a thread per window turns the rows into each
+ * warp's start, warp order; each warp adds its start); else the warps take
+ * their offsets from the cursors in turn.  Both give the same offsets. */
 template <typename X, typename W, bool FUSED, bool FX>
 __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fused_params *f)
 {
     const det_bucket<W> d(p);
     const bool here = p.shared_bins != 0;
-    bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
-    const bc_i64 step = here ? 1 : d.tiles;
     const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const bool per_warp = p.shared_bins >= d.windows * (warps + 1);
+    bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
+    bc_u32 *counts = cursor + d.windows, *mine = counts + warp * d.windows;
+    const bc_i64 step = here ? 1 : d.tiles;
     const W *w = reinterpret_cast<const W *>(p.w);
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
     if (here) {
         for (bc_i64 c = threadIdx.x; c < d.windows; c += blockDim.x)
             cursor[c] = d.table[c * d.tiles + blockIdx.x];
+        for (bc_i64 c = threadIdx.x; per_warp && c < d.windows * warps; c += blockDim.x)
+            counts[c] = 0u;
         __syncthreads();
     }
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
@@ -252,19 +291,54 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
             peers[k] = __match_any_sync(FULL_WARP, key[k]);
             at[k] = 0;
         }
-        /* The cursors: warp 0's groups first, then warp 1's, ... */
-        for (unsigned j = 0; j < warps; j++) {
-            if (warp == j) {
+        if (per_warp) {
+            /* The warp's own counts, in group order (at: the rank among them). */
 #pragma unroll
-                for (int k = 0; k < DET_UNROLL; k++) {
-                    if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
-                        at[k] = cursor[key[k] * step];
-                        cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
-                    }
-                    __syncwarp(FULL_WARP);
+            for (int k = 0; k < DET_UNROLL; k++) {
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
+                    at[k] = mine[key[k]];
+                    mine[key[k]] = at[k] + (bc_u32)__popc(peers[k]);
                 }
+                __syncwarp(FULL_WARP);
             }
             __syncthreads();
+            /* Each window: the warps' starts, warp 0 first, from the cursor. */
+            for (bc_i64 c = threadIdx.x; c < d.windows; c += blockDim.x) {
+                bc_u32 run = cursor[c];
+                for (unsigned j = 0; j < warps; j++) {
+                    const bc_u32 n = counts[j * d.windows + c];
+                    if (n != 0u) {
+                        counts[j * d.windows + c] = run;
+                        run += n;
+                    }
+                }
+                cursor[c] = run;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < DET_UNROLL; k++)
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
+                    at[k] += mine[key[k]];
+            __syncwarp(FULL_WARP);
+#pragma unroll
+            for (int k = 0; k < DET_UNROLL; k++)
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
+                    mine[key[k]] = 0u; /* the row clean for the next round */
+        } else {
+            /* The cursors: warp 0's groups first, then warp 1's, ... */
+            for (unsigned j = 0; j < warps; j++) {
+                if (warp == j) {
+#pragma unroll
+                    for (int k = 0; k < DET_UNROLL; k++) {
+                        if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
+                            at[k] = cursor[key[k] * step];
+                            cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
+                        }
+                        __syncwarp(FULL_WARP);
+                    }
+                }
+                __syncthreads();
+            }
         }
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
@@ -331,6 +405,10 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
         if (e0 >= e1)
             continue;
         double *partial = d.partials + ((bc_i64)blockIdx.x + win) * d.window_bins;
+        /* the warps that get entries (the others' sub-histograms are
+         * neither cleared nor merged: det_merge) */
+        const bc_i64 groups = (e1 - e0 + 32 * DET_UNROLL - 1) / (32 * DET_UNROLL);
+        const unsigned active = groups < (bc_i64)warps ? (unsigned)groups : warps;
         /* (one sub-window: the part has entries in it) */
         const bc_u64 touched =
             span >= d.window_bins ? ~0ull : det_sub_windows(d, e0, e1, span, masks);
@@ -341,7 +419,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
                     partial[s0 + b] = 0.0; /* no entry: the sums of +0.0 */
                 continue;
             }
-            det_zero(shared, (bc_u64)(warps * span));
+            det_zero(shared, (bc_u64)(active * span));
             for (bc_i64 base = e0 + (bc_i64)warp * 32 * DET_UNROLL; base < e1;
                  base += (bc_i64)blockDim.x * DET_UNROLL) {
                 unsigned key[DET_UNROLL];
@@ -358,7 +436,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
                     det_add_group(mine, key[k], v[k]);
             }
             __syncthreads();
-            det_merge(shared, (bc_u64)span, (bc_u64)width, partial + s0);
+            det_merge(shared, (bc_u64)span, (bc_u64)width, partial + s0, active);
             __syncthreads();
         }
     }
@@ -371,9 +449,6 @@ __device__ __forceinline__ void det_pass(const bc_hist_params &p, const bc_fused
     switch (p.stage) {
     case BC_DET_STAGE_COUNT:
         det_count<X, W, FX>(p, f);
-        break;
-    case BC_DET_STAGE_REDUCE:
-        det_reduce<W>(p);
         break;
     case BC_DET_STAGE_SCAN:
         det_scan<W>(p);
