@@ -78,6 +78,15 @@ BC_DET_FN long long bc_det_chunk(long long size)
     return c > BC_CUDA_DET_CHUNK ? c : BC_CUDA_DET_CHUNK;
 }
 
+/* Whether the bucket path's SCATTER stage scans the count table itself
+ * (each block its own tile's offsets, bincount_cuda_det_bucket.cuh) so
+ * that no SCAN stage is launched: for at most 32 windows (the tiles are at
+ * most BC_CUDA_DET_BLOCKS, so at most 8,192 entries to read a block). */
+BC_DET_FN int bc_det_scan_here(long long windows, long long tiles)
+{
+    return windows <= 32 && tiles <= BC_CUDA_DET_BLOCKS;
+}
+
 /*
  * The byte offsets, in the scratch buffer of the bucket path, of its
  * arrays, for x of `size` values, `windows` windows, `tiles` tiles and

@@ -197,6 +197,8 @@ __device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_
 template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_params &p)
 {
     const det_bucket<W> d(p);
+    if (bc_det_scan_here(d.windows, d.tiles))
+        return; /* SCATTER scans (det_scan_here) */
     const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     bc_u32 *scratch = reinterpret_cast<bc_u32 *>(dynamic_shared());
     bc_u32 *bases = scratch + warps;
@@ -243,6 +245,41 @@ template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_par
     }
 }
 
+/* The SCAN of few windows (bc_det_scan_here), done by each SCATTER block
+ * for its own tile: its windows' cursors in shared memory, the window's
+ * start plus the counts of the tiles before it (the table's rows read
+ * DET_UNROLL entries a thread at a time, added with shared integer
+ * atomics: exact); block 0 writes the windows' starts.  Then a barrier. */
+template <typename W>
+__device__ __forceinline__ void det_scan_here(const det_bucket<W> &d, bc_u32 *cursor)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    const bc_i64 before = (bc_i64)blockIdx.x, n = d.windows * before;
+    if (threadIdx.x < 32u) { /* windows <= 32: one warp scans the totals */
+        const bc_u32 v = lane < d.windows ? d.totals[lane] : 0u;
+        const bc_u32 s = det_warp_scan(v);
+        if (lane < d.windows)
+            cursor[lane] = s - v;
+        if (blockIdx.x == 0 && lane < d.windows)
+            d.starts[lane] = s - v;
+        if (blockIdx.x == 0 && lane == d.windows - 1)
+            d.starts[d.windows] = s;
+    }
+    __syncthreads();
+    for (bc_i64 e = threadIdx.x; e < n; e += (bc_i64)blockDim.x * DET_UNROLL) {
+        bc_u32 v[DET_UNROLL];
+#pragma unroll
+        for (int k = 0; k < DET_UNROLL; k++) {
+            const bc_i64 at = e + (bc_i64)k * blockDim.x;
+            v[k] = at < n ? d.table[at / before * d.tiles + at % before] : 0u;
+        }
+#pragma unroll
+        for (int k = 0; k < DET_UNROLL; k++)
+            if (v[k] != 0u)
+                atomicAdd(cursor + (e + (bc_i64)k * blockDim.x) / before, v[k]);
+    }
+}
+
 /* SCATTER: the block's tile to the buckets, stable (see the top).  The
  * windows' cursors: in shared memory when p.shared_bins != 0, else the
  * block's own column of the table.  When p.shared_bins holds a row of
@@ -264,13 +301,15 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
     const W *w = reinterpret_cast<const W *>(p.w);
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
-    if (here) {
+    if (bc_det_scan_here(d.windows, d.tiles)) {
+        det_scan_here(d, cursor);
+    } else if (here) {
         for (bc_i64 c = threadIdx.x; c < d.windows; c += blockDim.x)
             cursor[c] = d.table[c * d.tiles + blockIdx.x];
-        for (bc_i64 c = threadIdx.x; per_warp && c < d.windows * warps; c += blockDim.x)
-            counts[c] = 0u;
-        __syncthreads();
     }
+    for (bc_i64 c = threadIdx.x; per_warp && c < d.windows * warps; c += blockDim.x)
+        counts[c] = 0u;
+    __syncthreads();
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
         unsigned key[DET_UNROLL], peers[DET_UNROLL];
         bc_u32 at[DET_UNROLL];

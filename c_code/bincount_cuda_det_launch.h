@@ -206,7 +206,8 @@ static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernel
     if (span < 1)
         return bc_det_no_shared(err);
     p.stage = BC_DET_STAGE_SCAN; /* a word per warp, then a base per thread */
-    if (bc_cuda_det_launch(api, k, c, &p, tiles, (warps + BC_CUDA_THREADS) * 4, err) != 0)
+    if (!bc_det_scan_here(windows, tiles) &&
+        bc_cuda_det_launch(api, k, c, &p, tiles, (warps + BC_CUDA_THREADS) * 4, err) != 0)
         return -1;
     /* the cursors and a row of counters per warp, or the cursors only, in
      * shared memory when they fit */
