@@ -22,24 +22,28 @@
  *      bin size) bins.  The grid: min(BC_CUDA_DET_BLOCKS, N /
  *      BC_CUDA_MIN_ELEMS_PER_BLOCK) blocks (at least one) for N values,
  *      whatever the device (more blocks than run at once simply run in
- *      waves).  One allocation holds blocks x S float64 partial sums and
- *      the status (zeroed by a memset).
- *   2. The first pass counts the bins [0, F): F = n in the scatter-add form,
- *      else max(n, the previous call's length or BC_CUDA_FIRST_PASS_BINS),
- *      both at most S, and F = 0 (a pass that only checks) when that
- *      length would take the bucket path; it also finds max(x) and the
- *      first refused position.
+ *      waves).
+ *   2. The first pass, for the expected length L: n in the scatter-add
+ *      form, else max(n, the previous call's length or
+ *      BC_CUDA_FIRST_PASS_BINS).  When L would take the bucket path
+ *      (bc_det_bucketed), the bucket path's COUNT for L's windows, which
+ *      checks x as it counts (its scratch buffer, with the status at its
+ *      head, cleared by one memset).  Else a window pass of the bins [0, F),
+ *      F = min(L, S), into one allocation of blocks x S float64 partial
+ *      sums and the status (zeroed by a memset), which also finds max(x)
+ *      and the first refused position.
  *   3. The status comes back (the one wait); a refused value raises.
  *   4. The output, exactly `length` bins.  Up to BC_CUDA_DET_PASS_MAX_BINS
- *      bins (bc_det_bucketed): the finish kernel sums the first window's
- *      partials in block order; each further window [lo, lo + S) is a pass
- *      over x and a finish, queued without waiting.  More bins: the bucket
- *      path (bincount_cuda_det_bucket.cuh), one more allocation, its scratch
- *      buffer (bc_det_make_layout: a u32 count per window and tile, the
- *      windows' starts, 2 + weight bytes per value of x for the buckets,
- *      8 bytes per bin of the windows for the chunks' partial sums, 8 KB
- *      per chunk), a memset of the count table, the five stages (one
- *      launch each: COUNT, REDUCE, SCAN, SCATTER, SUM) and the finish, all
+ *      bins: the finish kernel sums the first window's partials in block
+ *      order; each further window [lo, lo + S) is a pass over x and a
+ *      finish, queued without waiting (the partial sums allocated here when
+ *      step 2 was a COUNT).  More bins: the bucket path
+ *      (bincount_cuda_det_bucket.cuh), its COUNT again when step 2 counted
+ *      none or other windows (a new scratch buffer: bc_det_make_layout, a
+ *      u32 count per window and tile, the windows' totals and starts, 2 +
+ *      weight bytes per value of x for the buckets, 8 bytes per bin of the
+ *      windows for the chunks' partial sums, 8 KB per chunk), then SCAN
+ *      (none for at most 32 windows), SCATTER, SUM and the finish, all
  *      queued without waiting.
  *
  * The order of every float addition follows from the grid alone (a bin's
