@@ -51,7 +51,7 @@
  * stage). */
 #define BC_DET_STAGE_WINDOW 0 /* a window pass over x (bincount_cuda_det.cuh) */
 #define BC_DET_STAGE_COUNT 1  /* check x, count each tile's values per window */
-#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts */
+#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts (2: unused) */
 #define BC_DET_STAGE_SCATTER 4 /* stable scatter of (bin, weight) to buckets */
 #define BC_DET_STAGE_SUM 5    /* sum a chunk of the buckets per window */
 
@@ -79,7 +79,7 @@ BC_DET_FN long long bc_det_chunk(long long size)
 }
 
 /* Whether the bucket path's SCATTER stage scans the count table itself
- * (each block its own tile's offsets, bincount_cuda_det_bucket.cuh) so
+ * (each block its own tile's offsets, bincount_cuda_det_count.cuh) so
  * that no SCAN stage is launched: for at most 32 windows (the tiles are at
  * most BC_CUDA_DET_BLOCKS, so at most 8,192 entries to read a block). */
 BC_DET_FN int bc_det_scan_here(long long windows, long long tiles)

@@ -54,12 +54,14 @@ def weighted(x, w, minlength=0):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", ["spread", "hot_window", "empty_windows", "few_values"])
+@pytest.mark.parametrize("shape", ["spread", "hot_window", "empty_windows", "few_values", "many_windows"])
 def test_many_bins_match_numpy(dtype, shape):
     """Past PASS_MAX bins: several windows (1024 float64, 2048 float32 bins
     each); a hot window of 40,000 values (ten chunks of 4,096 entries);
-    windows with no value; 5 values into 50,000 bins."""
-    n, top = {"few_values": (5, 50_000)}.get(shape, (20_000, 3 * PASS_MAX))
+    windows with no value; 5 values into 50,000 bins; 20,000 values into
+    50,000 bins (49 float64 windows: the SCAN stage over 5 tiles, where up
+    to 32 windows are scanned by each scatter block)."""
+    n, top = {"few_values": (5, 50_000), "many_windows": (20_000, 50_000)}.get(shape, (20_000, 3 * PASS_MAX))
     x = RNG.integers(0, top, n)
     if shape == "hot_window":
         x = np.concatenate([x, RNG.integers(3000, 3000 + 900, 40_000)])
