@@ -59,6 +59,8 @@ namespace bc {
 /* Groups of 32 positions a lane loads before it adds them (loads in flight,
  * since a block per multiprocessor leaves few warps to hide latency). */
 enum { DET_UNROLL = 4 };
+/* Chunks' partial sums of a bin the finish loads before it adds them. */
+enum { DET_FINISH_LOADS = 8 };
 /* The key of a lane with nothing to add in a group. */
 inline constexpr unsigned DET_NONE = 0xffffffffu;
 
@@ -85,13 +87,15 @@ template <typename W> __device__ __forceinline__ void det_zero(W *shared, bc_u64
     __syncthreads();
 }
 
-/* After a barrier: the block's partial histogram of `width` bins, its
- * warps' bins (`span` apart) summed warp 0 first, in float64. */
+/* After a barrier: the block's partial histogram of `width` bins, the
+ * bins (`span` apart) of its first `warps` warps summed warp 0 first, in
+ * float64.  (A warp that added nothing holds +0.0 sums, and adding +0.0
+ * changes no sum, which starts at +0.0 and so is never -0.0: leaving such
+ * warps out gives the same bits.) */
 template <typename W>
 __device__ __forceinline__ void det_merge(const W *shared, bc_u64 span, bc_u64 width,
-                                          double *partial)
+                                          double *partial, unsigned warps)
 {
-    const unsigned warps = blockDim.x >> 5;
     for (bc_u64 b = threadIdx.x; b < width; b += blockDim.x) {
         double s = (double)shared[b];
         for (unsigned c = 1; c < warps; c++)
@@ -156,7 +160,8 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
     __syncthreads();
 
     /* The block's partial histogram: its warps' bins, warp 0 first. */
-    det_merge(shared, span, span, reinterpret_cast<double *>(p.out) + (bc_u64)blockIdx.x * span);
+    det_merge(shared, span, span, reinterpret_cast<double *>(p.out) + (bc_u64)blockIdx.x * span,
+              warps);
     __syncthreads();
     last_block_check<X, FX>(p, f, status);
 }
@@ -176,10 +181,21 @@ template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_
         const bc_i64 e0 = starts[w], e1 = starts[w + 1];
         double s = 0.0;
         if (e1 > e0) {
-            /* the partials of window w: rows chunk + w, chunk e0 / chunk ... */
+            /* the partials of window w: rows chunk + w, chunk e0 / chunk
+             * ... (e1 - 1) / chunk, added in that order, DET_FINISH_LOADS
+             * loads in flight */
+            const bc_i64 k1 = (e1 - 1) / p.chunk;
             s = src[(e0 / p.chunk + w) * p.window_bins + b];
-            for (bc_i64 k = e0 / p.chunk + 1; k <= (e1 - 1) / p.chunk; k++)
-                s += src[(k + w) * p.window_bins + b];
+            for (bc_i64 k = e0 / p.chunk + 1; k <= k1; k += DET_FINISH_LOADS) {
+                double t[DET_FINISH_LOADS];
+#pragma unroll
+                for (int u = 0; u < DET_FINISH_LOADS; u++)
+                    t[u] = k + u <= k1 ? src[(k + u + w) * p.window_bins + b] : 0.0;
+#pragma unroll
+                for (int u = 0; u < DET_FINISH_LOADS; u++)
+                    if (k + u <= k1)
+                        s += t[u];
+            }
         }
         dst[j] = (OUT)s;
     }

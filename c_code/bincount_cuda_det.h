@@ -50,9 +50,8 @@
 /* What a launch of the deterministic pass kernel does (bc_hist_params
  * stage). */
 #define BC_DET_STAGE_WINDOW 0 /* a window pass over x (bincount_cuda_det.cuh) */
-#define BC_DET_STAGE_COUNT 1  /* count each tile's values per window */
-#define BC_DET_STAGE_REDUCE 2 /* sum each block's run of the count table */
-#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts */
+#define BC_DET_STAGE_COUNT 1  /* check x, count each tile's values per window */
+#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts (2: unused) */
 #define BC_DET_STAGE_SCATTER 4 /* stable scatter of (bin, weight) to buckets */
 #define BC_DET_STAGE_SUM 5    /* sum a chunk of the buckets per window */
 
@@ -79,19 +78,30 @@ BC_DET_FN long long bc_det_chunk(long long size)
     return c > BC_CUDA_DET_CHUNK ? c : BC_CUDA_DET_CHUNK;
 }
 
+/* Whether the bucket path's SCATTER stage scans the count table itself
+ * (each block its own tile's offsets, bincount_cuda_det_count.cuh) so
+ * that no SCAN stage is launched: for at most 32 windows (the tiles are at
+ * most BC_CUDA_DET_BLOCKS, so at most 8,192 entries to read a block). */
+BC_DET_FN int bc_det_scan_here(long long windows, long long tiles)
+{
+    return windows <= 32 && tiles <= BC_CUDA_DET_BLOCKS;
+}
+
 /*
  * The byte offsets, in the scratch buffer of the bucket path, of its
  * arrays, for x of `size` values, `windows` windows, `tiles` tiles and
- * weights of `itemsize` bytes; returns the buffer's size in bytes:
+ * weights of `itemsize` bytes; returns the buffer's size in bytes.  The
+ * first three are zeroed by one memset (`starts` bytes) before the count:
+ *   status   bc_status              the count's range check (bincount_cuda.h)
  *   table    u32 [windows x tiles]  counts, then their exclusive scan
- *   runs     u32 [tiles]            each block's sum of its run of the table
+ *   totals   u32 [windows]          each window's count, summed by atomics
  *   starts   u32 [windows + 1]      bucket offset of each window, then size
  *   weights  W   [size]             the buckets' weights
  *   bins     u16 [size]             their bins within the window
  *   partials f64 [(chunks + windows) x window bins]  per chunk and window
  */
 typedef struct bc_det_layout {
-    long long table, runs, starts, weights, bins, partials, bytes;
+    long long status, table, totals, starts, weights, bins, partials, bytes;
 } bc_det_layout;
 
 BC_DET_FN bc_det_layout bc_det_make_layout(long long size, long long windows,
@@ -99,9 +109,10 @@ BC_DET_FN bc_det_layout bc_det_make_layout(long long size, long long windows,
 {
     bc_det_layout l;
     const long long chunks = (size + bc_det_chunk(size) - 1) / bc_det_chunk(size);
-    l.table = 0;
-    l.runs = (windows * tiles * 4 + 15) / 16 * 16;
-    l.starts = l.runs + (tiles * 4 + 15) / 16 * 16;
+    l.status = 0;
+    l.table = (BC_CUDA_STATUS_BYTES + 15) / 16 * 16;
+    l.totals = l.table + (windows * tiles * 4 + 15) / 16 * 16;
+    l.starts = l.totals + (windows * 4 + 15) / 16 * 16;
     l.weights = l.starts + ((windows + 1) * 4 + 15) / 16 * 16;
     l.bins = l.weights + (size * itemsize + 15) / 16 * 16;
     l.partials = l.bins + (size * 2 + 15) / 16 * 16;

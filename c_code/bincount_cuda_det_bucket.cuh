@@ -16,32 +16,44 @@
  * launch of the same kernel (bc_hist_params stage):
  *   COUNT    x is cut into `tiles` tiles of consecutive positions (tile t:
  *            block t; tiles and their size from the length of x alone).
- *            Each block counts its tile's values per window in shared
- *            memory (or in the table in global memory when the windows'
- *            counters do not fit) with integer atomics (exact), and writes
- *            table[window x tiles + tile].
- *   REDUCE   block b sums its run of the table (window-major order).
- *   SCAN     block b scans its run in place, from the sum of the runs
- *            before it: table[w x tiles + t] becomes the bucket offset of
- *            tile t's values of window w; starts[w] the first entry of
- *            window w, starts[windows] the bucket's size.
+ *            Each block checks its tile (max(x), the first refused
+ *            position, into the status at the head of the scratch buffer,
+ *            as the window pass does: publish_check, last_block_check; the
+ *            launcher reads it in the call's one wait) and counts its
+ *            values per window in shared memory (or in the table in global
+ *            memory when the windows' counters do not fit) with integer
+ *            atomics (exact), writes table[window x tiles + tile] and adds
+ *            its counts to totals[window] (integer atomics: exact).  Values
+ *            at or past `windows` windows (the launcher's guess of the
+ *            length was short) are left out; the launcher then counts again.
+ *   SCAN     block b takes a run of windows: their starts (the totals of
+ *            the windows before, scanned) and, a warp per window, the
+ *            window's row of the table scanned in place: table[w x tiles +
+ *            t] becomes the bucket offset of tile t's values of window w;
+ *            starts[windows] the bucket's size.  For at most 32 windows
+ *            (bc_det_scan_here) no SCAN is launched: each SCATTER block
+ *            adds up its own column's offsets (det_scan_here).
  *   SCATTER  each block re-reads its tile (x and the weights, computed in
  *            the fused case) and writes (bin within the window, weight) to
  *            its window's bucket at the tile's offset plus its rank.  The
  *            ranks: a warp takes DET_UNROLL groups of 32 consecutive
  *            positions; __match_any_sync finds the lanes of a group in the
- *            same window, a lane's rank is the count of those below it, and
- *            the warps of the block, in warp order, then their groups in
- *            order, take their offsets from the window's cursor.  So each
- *            window's bucket holds its values in the order of their
- *            positions in x: a stable scatter.
+ *            same window, a lane's rank is the count of those below it;
+ *            the warp counts its groups per window, in group order, in a
+ *            row of counters of its own, then a thread per window turns the
+ *            warps' rows into each warp's offset, warp 0 first, from the
+ *            window's cursor (when the rows do not fit in shared memory,
+ *            the warps, in warp order, take their offsets from the cursors
+ *            in turn: the same offsets).  So each window's bucket holds its
+ *            values in the order of their positions in x: a stable scatter.
  *   SUM      the bucket (all windows one after the other) is cut into
  *            chunks of bc_det_chunk entries, chunk k: block k.  For each
  *            window a chunk touches, the block sums that window's entries
  *            as the window pass sums x (a private sub-histogram per warp,
  *            groups of 32 entries dealt to the warps by position, lanes
  *            combined by det_add_group, warps summed in warp order in
- *            float64) into partial row chunk + window (distinct for every
+ *            float64; only the warps that get entries are cleared and
+ *            merged) into partial row chunk + window (distinct for every
  *            pair a chunk and a window share); a device with less shared
  *            memory than a window needs sums it in sub-windows, each bin
  *            getting the same additions.
@@ -53,185 +65,54 @@
  * thread count or the device.  Integer counts and offsets are exact.
  * float32 weights are summed as in the window pass: in float32 within a
  * warp's sub-histogram, in float64 from there on; a bin starts at +0.0.
+ *
+ * Cost (estimated from instruction and memory counts, no GPU measured yet;
+ * docs/semantics.rst, "Cost", has the count): 1e6 int64 values with
+ * float64 weights into 1e4, 1e5 or 1e6 bins on an H200 move x twice, the
+ * weights once, the buckets twice (48, 51, 76 MB with the table, the
+ * partial rows and the output: 12, 12.7, 19 us); the offsets, the
+ * sub-histograms' clearing and merging and the totals add 1.5 to 3.7 us,
+ * the three or four dependent launches beyond the default's about 4 to 5.3
+ * us: about 18, 20.5 and 28 us against 6, 7 and 10 us for the default
+ * path, 2.8x to 3.0x.
  */
 #ifndef BINCOUNT_CUDA_DET_BUCKET_CUH
 #define BINCOUNT_CUDA_DET_BUCKET_CUH
 
-#include "bincount_cuda_det.cuh"
+#include "bincount_cuda_det_count.cuh"
 
 namespace bc {
 
-/* The arrays of the scratch buffer (bc_det_make_layout) and the sizes. */
-template <typename W> struct det_bucket {
-    bc_u32 *table, *runs, *starts;
-    W *weights;
-    unsigned short *bins;
-    double *partials;
-    bc_i64 windows, tiles, window_bins, tile_values, chunk;
-
-    __device__ __forceinline__ explicit det_bucket(const bc_hist_params &p)
-    {
-        const bc_det_layout l = bc_det_make_layout(p.size, p.windows, p.tiles, sizeof(W));
-        char *s = reinterpret_cast<char *>(p.scratch);
-        table = reinterpret_cast<bc_u32 *>(s + l.table);
-        runs = reinterpret_cast<bc_u32 *>(s + l.runs);
-        starts = reinterpret_cast<bc_u32 *>(s + l.starts);
-        weights = reinterpret_cast<W *>(s + l.weights);
-        bins = reinterpret_cast<unsigned short *>(s + l.bins);
-        partials = reinterpret_cast<double *>(s + l.partials);
-        windows = p.windows;
-        tiles = p.tiles;
-        window_bins = bc_det_window_bins(sizeof(W));
-        tile_values = bc_det_tile_values(p.size, p.tiles);
-        chunk = bc_det_chunk(p.size);
-    }
-};
-
-/* The bin of the value at `pos`, false when it has none in [0, p.hi) (the
- * range check ran before, in the window stage). */
-template <typename X, bool FX>
-__device__ __forceinline__ bool det_bin_at(const bc_hist_params &p, const bc_fused_params *f,
-                                           bc_i64 pos, bc_u64 &bin)
-{
-    const X *x = reinterpret_cast<const X *>(p.x);
-    const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
-    bc_u64 vmax = 0;
-    return to_bin(xv, typename traits<X>::sign(), p, bin, vmax) && bin < (bc_u64)p.hi;
-}
-
-/* COUNT: the block's tile counted per window (p.shared_bins != 0: the
- * counters in shared memory, else in the zeroed table). */
-template <typename X, typename W, bool FX>
-__device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fused_params *f)
-{
-    const det_bucket<W> d(p);
-    const bool here = p.shared_bins != 0;
-    bc_u32 *count = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
-    const bc_i64 step = here ? 1 : d.tiles;
-    const unsigned lane = threadIdx.x & 31u;
-    const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
-    const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
-    if (here)
-        det_zero(count, (bc_u64)d.windows);
-    for (bc_i64 base = begin; base < end; base += blockDim.x) {
-        const bc_i64 pos = base + threadIdx.x;
-        bc_u64 bin = 0;
-        const unsigned key =
-            pos < end && det_bin_at<X, FX>(p, f, pos, bin) ? (unsigned)(bin / d.window_bins)
-                                                           : DET_NONE;
-        const unsigned peers = __match_any_sync(FULL_WARP, key);
-        if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
-            atomicAdd(count + key * step, (bc_u32)__popc(peers));
-    }
-    if (here) {
-        __syncthreads();
-        for (bc_i64 w = threadIdx.x; w < d.windows; w += blockDim.x)
-            d.table[w * d.tiles + blockIdx.x] = count[w];
-    }
-}
-
-/* The sum of v over the block (every thread gets it); `scratch` holds a
- * word per warp.  Integers: exact in any order. */
-__device__ __forceinline__ bc_u32 det_block_sum(bc_u32 v, bc_u32 *scratch)
-{
-    for (int d = 16; d > 0; d >>= 1)
-        v += __shfl_xor_sync(FULL_WARP, v, d);
-    __syncthreads();
-    if ((threadIdx.x & 31u) == 0u)
-        scratch[threadIdx.x >> 5] = v;
-    __syncthreads();
-    bc_u32 s = 0;
-    for (unsigned c = 0; c < (blockDim.x >> 5); c++)
-        s += scratch[c];
-    return s;
-}
-
-/* The run of the table block b scans: [first, last). */
-__device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_i64 &last)
-{
-    const bc_i64 each = (entries + gridDim.x - 1) / gridDim.x;
-    first = (bc_i64)blockIdx.x * each < entries ? (bc_i64)blockIdx.x * each : entries;
-    last = first + each < entries ? first + each : entries;
-}
-
-/* REDUCE: runs[b] = the sum of block b's run of the table. */
-template <typename W> __device__ __forceinline__ void det_reduce(const bc_hist_params &p)
-{
-    const det_bucket<W> d(p);
-    bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 v = 0;
-    for (bc_i64 e = first + threadIdx.x; e < last; e += blockDim.x)
-        v += d.table[e];
-    v = det_block_sum(v, reinterpret_cast<bc_u32 *>(dynamic_shared()));
-    if (threadIdx.x == 0)
-        d.runs[blockIdx.x] = v;
-}
-
-/* SCAN: the table's exclusive scan in place (block b its run, from the sum
- * of the runs before it), the windows' starts, and starts[windows].  A
- * thread per run: the grid (the tiles, at most BC_CUDA_DET_BLOCKS) is no
- * larger than a block. */
-template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_params &p)
-{
-    const det_bucket<W> d(p);
-    bc_u32 *scratch = reinterpret_cast<bc_u32 *>(dynamic_shared());
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 base = det_block_sum(threadIdx.x < blockIdx.x ? d.runs[threadIdx.x] : 0u, scratch);
-    if (blockIdx.x == 0) {
-        const bc_u32 all =
-            det_block_sum(threadIdx.x < gridDim.x ? d.runs[threadIdx.x] : 0u, scratch);
-        if (threadIdx.x == 0)
-            d.starts[d.windows] = all;
-    }
-    for (bc_i64 at = first; at < last; at += blockDim.x) {
-        const bc_i64 e = at + threadIdx.x;
-        const bc_u32 v = e < last ? d.table[e] : 0u;
-        bc_u32 s = v; /* inclusive scan over the warp's lanes */
-        for (unsigned k = 1; k < 32; k <<= 1) {
-            const bc_u32 t = __shfl_sync(FULL_WARP, s, lane >= k ? (int)(lane - k) : (int)lane);
-            if (lane >= k)
-                s += t;
-        }
-        __syncthreads();
-        if (lane == 31u)
-            scratch[warp] = s;
-        __syncthreads();
-        bc_u32 before = base, round = 0;
-        for (unsigned c = 0; c < (blockDim.x >> 5); c++) {
-            before += c < warp ? scratch[c] : 0u;
-            round += scratch[c];
-        }
-        if (e < last) {
-            d.table[e] = before + s - v;
-            if (e % d.tiles == 0)
-                d.starts[e / d.tiles] = before + s - v;
-        }
-        base += round;
-    }
-}
-
 /* SCATTER: the block's tile to the buckets, stable (see the top).  The
- * window cursors: in shared memory when p.shared_bins != 0, else the
- * block's own column of the table. */
+ * windows' cursors: in shared memory when p.shared_bins != 0, else the
+ * block's own column of the table.  When p.shared_bins holds a row of
+ * counters per warp besides (windows x (warps + 1) words), each round's
+ * offsets come from the warps' counts of the round (a warp counts its
+ * groups in its own row; a thread per window turns the rows into each
+ * warp's start, warp order; each warp adds its start); else the warps take
+ * their offsets from the cursors in turn.  Both give the same offsets. */
 template <typename X, typename W, bool FUSED, bool FX>
 __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fused_params *f)
 {
     const det_bucket<W> d(p);
     const bool here = p.shared_bins != 0;
-    bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
-    const bc_i64 step = here ? 1 : d.tiles;
     const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const bool per_warp = p.shared_bins >= d.windows * (warps + 1);
+    bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
+    bc_u32 *counts = cursor + d.windows, *mine = counts + warp * d.windows;
+    const bc_i64 step = here ? 1 : d.tiles;
     const W *w = reinterpret_cast<const W *>(p.w);
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
-    if (here) {
+    if (bc_det_scan_here(d.windows, d.tiles)) {
+        det_scan_here(d, cursor);
+    } else if (here) {
         for (bc_i64 c = threadIdx.x; c < d.windows; c += blockDim.x)
             cursor[c] = d.table[c * d.tiles + blockIdx.x];
-        __syncthreads();
     }
+    for (bc_i64 c = threadIdx.x; per_warp && c < d.windows * warps; c += blockDim.x)
+        counts[c] = 0u;
+    __syncthreads();
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
         unsigned key[DET_UNROLL], peers[DET_UNROLL];
         bc_u32 at[DET_UNROLL];
@@ -252,19 +133,54 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
             peers[k] = __match_any_sync(FULL_WARP, key[k]);
             at[k] = 0;
         }
-        /* The cursors: warp 0's groups first, then warp 1's, ... */
-        for (unsigned j = 0; j < warps; j++) {
-            if (warp == j) {
+        if (per_warp) {
+            /* The warp's own counts, in group order (at: the rank among them). */
 #pragma unroll
-                for (int k = 0; k < DET_UNROLL; k++) {
-                    if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
-                        at[k] = cursor[key[k] * step];
-                        cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
-                    }
-                    __syncwarp(FULL_WARP);
+            for (int k = 0; k < DET_UNROLL; k++) {
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
+                    at[k] = mine[key[k]];
+                    mine[key[k]] = at[k] + (bc_u32)__popc(peers[k]);
                 }
+                __syncwarp(FULL_WARP);
             }
             __syncthreads();
+            /* Each window: the warps' starts, warp 0 first, from the cursor. */
+            for (bc_i64 c = threadIdx.x; c < d.windows; c += blockDim.x) {
+                bc_u32 run = cursor[c];
+                for (unsigned j = 0; j < warps; j++) {
+                    const bc_u32 n = counts[j * d.windows + c];
+                    if (n != 0u) {
+                        counts[j * d.windows + c] = run;
+                        run += n;
+                    }
+                }
+                cursor[c] = run;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < DET_UNROLL; k++)
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
+                    at[k] += mine[key[k]];
+            __syncwarp(FULL_WARP);
+#pragma unroll
+            for (int k = 0; k < DET_UNROLL; k++)
+                if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
+                    mine[key[k]] = 0u; /* the row clean for the next round */
+        } else {
+            /* The cursors: warp 0's groups first, then warp 1's, ... */
+            for (unsigned j = 0; j < warps; j++) {
+                if (warp == j) {
+#pragma unroll
+                    for (int k = 0; k < DET_UNROLL; k++) {
+                        if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
+                            at[k] = cursor[key[k] * step];
+                            cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
+                        }
+                        __syncwarp(FULL_WARP);
+                    }
+                }
+                __syncthreads();
+            }
         }
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
@@ -331,6 +247,10 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
         if (e0 >= e1)
             continue;
         double *partial = d.partials + ((bc_i64)blockIdx.x + win) * d.window_bins;
+        /* the warps that get entries (the others' sub-histograms are
+         * neither cleared nor merged: det_merge) */
+        const bc_i64 groups = (e1 - e0 + 32 * DET_UNROLL - 1) / (32 * DET_UNROLL);
+        const unsigned active = groups < (bc_i64)warps ? (unsigned)groups : warps;
         /* (one sub-window: the part has entries in it) */
         const bc_u64 touched =
             span >= d.window_bins ? ~0ull : det_sub_windows(d, e0, e1, span, masks);
@@ -341,7 +261,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
                     partial[s0 + b] = 0.0; /* no entry: the sums of +0.0 */
                 continue;
             }
-            det_zero(shared, (bc_u64)(warps * span));
+            det_zero(shared, (bc_u64)(active * span));
             for (bc_i64 base = e0 + (bc_i64)warp * 32 * DET_UNROLL; base < e1;
                  base += (bc_i64)blockDim.x * DET_UNROLL) {
                 unsigned key[DET_UNROLL];
@@ -358,7 +278,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
                     det_add_group(mine, key[k], v[k]);
             }
             __syncthreads();
-            det_merge(shared, (bc_u64)span, (bc_u64)width, partial + s0);
+            det_merge(shared, (bc_u64)span, (bc_u64)width, partial + s0, active);
             __syncthreads();
         }
     }
@@ -371,9 +291,6 @@ __device__ __forceinline__ void det_pass(const bc_hist_params &p, const bc_fused
     switch (p.stage) {
     case BC_DET_STAGE_COUNT:
         det_count<X, W, FX>(p, f);
-        break;
-    case BC_DET_STAGE_REDUCE:
-        det_reduce<W>(p);
         break;
     case BC_DET_STAGE_SCAN:
         det_scan<W>(p);

@@ -22,24 +22,28 @@
  *      bin size) bins.  The grid: min(BC_CUDA_DET_BLOCKS, N /
  *      BC_CUDA_MIN_ELEMS_PER_BLOCK) blocks (at least one) for N values,
  *      whatever the device (more blocks than run at once simply run in
- *      waves).  One allocation holds blocks x S float64 partial sums and
- *      the status (zeroed by a memset).
- *   2. The first pass counts the bins [0, F): F = n in the scatter-add form,
- *      else max(n, the previous call's length or BC_CUDA_FIRST_PASS_BINS),
- *      both at most S, and F = 0 (a pass that only checks) when that
- *      length would take the bucket path; it also finds max(x) and the
- *      first refused position.
+ *      waves).
+ *   2. The first pass, for the expected length L: n in the scatter-add
+ *      form, else max(n, the previous call's length or
+ *      BC_CUDA_FIRST_PASS_BINS).  When L would take the bucket path
+ *      (bc_det_bucketed), the bucket path's COUNT for L's windows, which
+ *      checks x as it counts (its scratch buffer, with the status at its
+ *      head, cleared by one memset).  Else a window pass of the bins [0, F),
+ *      F = min(L, S), into one allocation of blocks x S float64 partial
+ *      sums and the status (zeroed by a memset), which also finds max(x)
+ *      and the first refused position.
  *   3. The status comes back (the one wait); a refused value raises.
  *   4. The output, exactly `length` bins.  Up to BC_CUDA_DET_PASS_MAX_BINS
- *      bins (bc_det_bucketed): the finish kernel sums the first window's
- *      partials in block order; each further window [lo, lo + S) is a pass
- *      over x and a finish, queued without waiting.  More bins: the bucket
- *      path (bincount_cuda_det_bucket.cuh), one more allocation, its scratch
- *      buffer (bc_det_make_layout: a u32 count per window and tile, the
- *      windows' starts, 2 + weight bytes per value of x for the buckets,
- *      8 bytes per bin of the windows for the chunks' partial sums, 8 KB
- *      per chunk), a memset of the count table, the five stages (one
- *      launch each: COUNT, REDUCE, SCAN, SCATTER, SUM) and the finish, all
+ *      bins: the finish kernel sums the first window's partials in block
+ *      order; each further window [lo, lo + S) is a pass over x and a
+ *      finish, queued without waiting (the partial sums allocated here when
+ *      step 2 was a COUNT).  More bins: the bucket path
+ *      (bincount_cuda_det_bucket.cuh), its COUNT again when step 2 counted
+ *      none or other windows (a new scratch buffer: bc_det_make_layout, a
+ *      u32 count per window and tile, the windows' totals and starts, 2 +
+ *      weight bytes per value of x for the buckets, 8 bytes per bin of the
+ *      windows for the chunks' partial sums, 8 KB per chunk), then SCAN
+ *      (none for at most 32 windows), SCATTER, SUM and the finish, all
  *      queued without waiting.
  *
  * The order of every float addition follows from the grid alone (a bin's
@@ -114,85 +118,118 @@ static int bc_cuda_det_queue_pass(const bc_cuda_api *api, const bc_cuda_kernels 
                               (hi - lo) * (BC_CUDA_THREADS / 32) * c->shared_itemsize, err);
 }
 
-/* Queue the sum, in block order, of `bins` bins of partial sums `stride`
- * apart into the output at `dst`. */
+/* Queue the finish kernel into the output at `dst`, `bins` bins: the sum,
+ * in block order, of `blocks` partial histograms `stride` apart at `src`
+ * (starts 0), or, in the bucket path, of the chunks' partial rows at `src`
+ * (starts: the windows' starts in the scratch buffer, chunk: its entries
+ * per chunk). */
 static int bc_cuda_det_queue_finish(const bc_cuda_api *api, const bc_cuda_kernels *k,
-                                    bc_CUstream stream, bc_CUdeviceptr partials, bc_CUdeviceptr dst,
+                                    bc_CUstream stream, bc_CUdeviceptr src, bc_CUdeviceptr dst,
                                     long long bins, long long stride, long long blocks,
+                                    bc_CUdeviceptr starts, long long chunk, long long window_bins,
                                     bc_cuda_error *err)
 {
     bc_det_finish_params p;
     memset(&p, 0, sizeof(p));
-    p.src = partials;
+    p.src = src;
     p.dst = dst;
     p.bins = bins;
     p.stride = stride;
     p.blocks = blocks;
+    p.starts = starts;
+    p.chunk = chunk;
+    p.window_bins = window_bins;
     return bc_cuda_queue_finish_kernel(api, k, stream, bins, &p,
                                        "cuLaunchKernel(deterministic finish)", err);
 }
 
+/* The parameters of the bucket path's stages over `windows` windows of
+ * bins and `tiles` tiles, with its scratch buffer at `base`. */
+static bc_hist_params bc_cuda_det_bucket_params(const bc_cuda_bincount_call *c, long long windows,
+                                                long long tiles, bc_CUdeviceptr base)
+{
+    bc_hist_params p = bc_cuda_det_params(c, 0, 0, 0, windows * bc_det_window_bins(c->shared_itemsize));
+    p.scratch = base;
+    p.windows = windows;
+    p.tiles = (int)tiles;
+    p.shared_bins = 0;
+    return p;
+}
+
 /*
- * The bucket path (bincount_cuda_det_bucket.cuh) into the output at `out`
- * of `length` bins, with `tiles` tiles (the window passes' grid): its
- * scratch buffer, allocated here (*scratch, released by the caller after
- * the last launch that reads it), and its six launches, queued in order.
+ * The first stage of the bucket path (bincount_cuda_det_bucket.cuh), for
+ * `windows` windows of bins and `tiles` tiles (the window passes' grid):
+ * its scratch buffer, allocated here (*scratch at *base, released by the
+ * caller after the last launch that reads it), one memset of its status,
+ * count table and totals, and the COUNT launch, which also checks every
+ * value of x into the status at *base (the call's range check, read by
+ * bc_cuda_read_length).
+ */
+static int bc_cuda_det_queue_count(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                   const bc_cuda_bincount_call *c, const bc_cuda_host *host,
+                                   long long tiles, long long windows, void **scratch,
+                                   bc_CUdeviceptr *base, bc_cuda_error *err)
+{
+    const bc_det_layout l = bc_det_make_layout(c->x.length, windows, tiles, c->shared_itemsize);
+    bc_hist_params p;
+
+    *scratch = bc_cuda_alloc(host, BC_DT_FLOAT64, bc_ceil_div(l.bytes, 8), 0, base,
+                             windows * bc_det_window_bins(c->shared_itemsize), c->out_itemsize,
+                             err);
+    if (*scratch == NULL)
+        return -1;
+    p = bc_cuda_det_bucket_params(c, windows, tiles, *base);
+    /* the windows' counters in shared memory when they fit */
+    p.shared_bins = windows * 4 <= k->shared_budget ? windows : 0;
+    p.stage = BC_DET_STAGE_COUNT;
+    if (bc_cuda_check(api, api->MemsetD32Async(*base, 0, (size_t)(l.starts / 4), c->stream),
+                      "cuMemsetD32Async", err) != 0)
+        return -1;
+    return bc_cuda_det_launch(api, k, c, &p, tiles, p.shared_bins * 4, err);
+}
+
+/*
+ * The rest of the bucket path after its count (bc_cuda_det_queue_count,
+ * the same windows and tiles, the scratch buffer at `base`) into the output
+ * at `out` of `length` bins: SCAN, SCATTER, SUM and the finish, queued in
+ * order.
  */
 static int bc_cuda_det_queue_bucket(const bc_cuda_api *api, const bc_cuda_kernels *k,
-                                    const bc_cuda_bincount_call *c, const bc_cuda_host *host,
-                                    long long tiles, long long length, bc_CUdeviceptr out,
-                                    void **scratch, bc_cuda_error *err)
+                                    const bc_cuda_bincount_call *c, long long tiles,
+                                    long long windows, bc_CUdeviceptr base, long long length,
+                                    bc_CUdeviceptr out, bc_cuda_error *err)
 {
     const long long warps = BC_CUDA_THREADS / 32, size = c->x.length;
     const long long window_bins = bc_det_window_bins(c->shared_itemsize);
-    const long long windows = bc_ceil_div(length, window_bins);
     const bc_det_layout l = bc_det_make_layout(size, windows, tiles, c->shared_itemsize);
-    /* the windows' counters and cursors in shared memory when they fit */
-    const long long cursors = windows * 4 <= k->shared_budget ? windows : 0;
     /* the sum's sub-histograms: what the budget holds beside a word per warp */
     long long span = (k->shared_budget - warps * 8) / (warps * c->shared_itemsize);
-    bc_CUdeviceptr base = 0;
-    bc_hist_params p = bc_cuda_det_params(c, 0, 0, 0, length);
-    bc_det_finish_params f;
-    int stage;
+    bc_hist_params p = bc_cuda_det_bucket_params(c, windows, tiles, base);
 
     span = span < window_bins ? span : window_bins;
     if (span < 1)
         return bc_det_no_shared(err);
-    *scratch = bc_cuda_alloc(host, BC_DT_FLOAT64, bc_ceil_div(l.bytes, 8), 0, &base, length,
-                             c->out_itemsize, err);
-    if (*scratch == NULL)
+    p.stage = BC_DET_STAGE_SCAN; /* a word per warp, then a base per thread */
+    if (!bc_det_scan_here(windows, tiles) &&
+        bc_cuda_det_launch(api, k, c, &p, tiles, (warps + BC_CUDA_THREADS) * 4, err) != 0)
         return -1;
-    p.scratch = base;
-    p.windows = windows;
-    p.tiles = (int)tiles;
-    if (bc_cuda_check(api, api->MemsetD32Async(base, 0, (size_t)(windows * tiles), c->stream),
-                      "cuMemsetD32Async", err) != 0)
+    /* the cursors and a row of counters per warp, or the cursors only, in
+     * shared memory when they fit */
+    p.stage = BC_DET_STAGE_SCATTER;
+    p.shared_bins = windows * (warps + 1) * 4 <= k->shared_budget ? windows * (warps + 1)
+                    : windows * 4 <= k->shared_budget            ? windows
+                                                                 : 0;
+    if (bc_cuda_det_launch(api, k, c, &p, tiles, p.shared_bins * 4, err) != 0)
         return -1;
-    for (stage = BC_DET_STAGE_COUNT; stage <= BC_DET_STAGE_SUM; stage++) {
-        long long blocks = tiles, shared = warps * 4;
-        p.stage = stage;
-        p.shared_bins = 0;
-        if (stage == BC_DET_STAGE_COUNT || stage == BC_DET_STAGE_SCATTER) {
-            p.shared_bins = cursors;
-            shared = cursors * 4;
-        } else if (stage == BC_DET_STAGE_SUM) {
-            p.shared_bins = span; /* the sub-histograms, then a word per warp */
-            shared = bc_ceil_div(warps * span * c->shared_itemsize, 8) * 8 + warps * 8;
-            blocks = bc_ceil_div(size, bc_det_chunk(size));
-        }
-        if (bc_cuda_det_launch(api, k, c, &p, blocks, shared, err) != 0)
-            return -1;
-    }
-    memset(&f, 0, sizeof(f));
-    f.src = base + (bc_CUdeviceptr)l.partials;
-    f.dst = out;
-    f.bins = length;
-    f.starts = base + (bc_CUdeviceptr)l.starts;
-    f.chunk = bc_det_chunk(size);
-    f.window_bins = window_bins;
-    return bc_cuda_queue_finish_kernel(api, k, c->stream, length, &f,
-                                       "cuLaunchKernel(deterministic finish)", err);
+    p.stage = BC_DET_STAGE_SUM;
+    p.shared_bins = span; /* the sub-histograms, then a word per warp */
+    if (bc_cuda_det_launch(api, k, c, &p, bc_ceil_div(size, bc_det_chunk(size)),
+                           bc_ceil_div(warps * span * c->shared_itemsize, 8) * 8 + warps * 8,
+                           err) != 0)
+        return -1;
+    return bc_cuda_det_queue_finish(api, k, c->stream, base + (bc_CUdeviceptr)l.partials, out,
+                                    length, 0, 0, base + (bc_CUdeviceptr)l.starts,
+                                    bc_det_chunk(size), window_bins, err);
 }
 
 /*
@@ -206,9 +243,10 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
                                 bc_cuda_result *result, bc_cuda_error *err)
 {
     const long long warps = BC_CUDA_THREADS / 32;
+    const long long window_bins = bc_det_window_bins(c->shared_itemsize);
     void *buf = NULL, *out = NULL, *scratch = NULL;
-    bc_CUdeviceptr buf_ptr = 0, out_ptr = 0, status_ptr;
-    long long span, blocks, first, length = 0, lo;
+    bc_CUdeviceptr buf_ptr = 0, out_ptr = 0, status_ptr = 0, base = 0;
+    long long span, blocks, first, length = 0, lo, counted_windows = 0;
     int bucketed;
     const int begun = bc_cuda_bincount_begin(api, c, k, host, result, err);
 
@@ -227,20 +265,32 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         first = c->capacity_hint > 0 ? c->capacity_hint : BC_CUDA_FIRST_PASS_BINS;
         first = c->n > first ? c->n : first;
     }
-    /* a check-only first pass (no window) when the bucket path is expected */
-    first = bc_det_bucketed(c->x.length, first, blocks, c->shared_itemsize) ? 0
-            : first < span ? first : span;
-    buf = bc_cuda_alloc(host, BC_DT_FLOAT64, blocks * span + BC_CUDA_STATUS_BYTES / 8, 0,
-                        &buf_ptr, blocks * span, 8, err);
-    if (buf == NULL)
-        return -1;
-    status_ptr = buf_ptr + (bc_CUdeviceptr)(blocks * span) * 8u;
 
-    /* 2. The first pass, 3. the one wait. */
-    if (bc_cuda_check(api, api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
-                      "cuMemsetD32Async", err) != 0 ||
-        bc_cuda_det_queue_pass(api, k, c, buf_ptr, status_ptr, blocks, 0, first, err) != 0 ||
-        bc_cuda_read_length(api, host, c, k, status_ptr, &length, err) != 0)
+    /* 2. The first pass: the bucket path's count, which checks x as it
+     * counts, when that length would take it, else a window pass. */
+    if (bc_det_bucketed(c->x.length, first, blocks, c->shared_itemsize)) {
+        counted_windows = bc_ceil_div(first, window_bins);
+        if (bc_cuda_det_queue_count(api, k, c, host, blocks, counted_windows, &scratch, &base,
+                                    err) != 0)
+            goto fail;
+        status_ptr = base; /* bc_det_layout status */
+        first = 0;
+    } else {
+        first = first < span ? first : span;
+        buf = bc_cuda_alloc(host, BC_DT_FLOAT64, blocks * span + BC_CUDA_STATUS_BYTES / 8, 0,
+                            &buf_ptr, blocks * span, 8, err);
+        if (buf == NULL)
+            return -1;
+        status_ptr = buf_ptr + (bc_CUdeviceptr)(blocks * span) * 8u;
+        if (bc_cuda_check(api,
+                          api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
+                          "cuMemsetD32Async", err) != 0 ||
+            bc_cuda_det_queue_pass(api, k, c, buf_ptr, status_ptr, blocks, 0, first, err) != 0)
+            goto fail;
+    }
+
+    /* 3. The one wait; a refused value raises. */
+    if (bc_cuda_read_length(api, host, c, k, status_ptr, &length, err) != 0)
         goto fail;
 
     /* 4. The output: the bucket path, or window by window. */
@@ -248,9 +298,27 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
     if (out == NULL)
         goto fail;
     bucketed = bc_det_bucketed(c->x.length, length, blocks, c->shared_itemsize);
-    if (bucketed &&
-        bc_cuda_det_queue_bucket(api, k, c, host, blocks, length, out_ptr, &scratch, err) != 0)
+    if (bucketed && bc_ceil_div(length, window_bins) != counted_windows) {
+        /* no count yet, or one of other windows: count again (the wait
+         * above was the last use of the old scratch buffer) */
+        void *old = scratch;
+        counted_windows = bc_ceil_div(length, window_bins);
+        scratch = NULL;
+        if (old != NULL)
+            host->release(host->ctx, old);
+        if (bc_cuda_det_queue_count(api, k, c, host, blocks, counted_windows, &scratch, &base,
+                                    err) != 0)
+            goto fail;
+    }
+    if (bucketed && bc_cuda_det_queue_bucket(api, k, c, blocks, counted_windows, base, length,
+                                             out_ptr, err) != 0)
         goto fail;
+    if (!bucketed && buf == NULL) {
+        buf = bc_cuda_alloc(host, BC_DT_FLOAT64, blocks * span, 0, &buf_ptr, blocks * span, 8,
+                            err);
+        if (buf == NULL)
+            goto fail;
+    }
     for (lo = 0; lo < length && !bucketed;) {
         const int counted = lo == 0 && first > 0; /* by the first pass */
         const long long width = counted ? first : span;
@@ -260,7 +328,8 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
             goto fail;
         if (bc_cuda_det_queue_finish(api, k, c->stream, buf_ptr,
                                      out_ptr + (bc_CUdeviceptr)lo * (bc_CUdeviceptr)c->out_itemsize,
-                                     hi - lo, counted ? first : hi - lo, blocks, err) != 0)
+                                     hi - lo, counted ? first : hi - lo, blocks, 0, 0, 0,
+                                     err) != 0)
             goto fail;
         lo = hi;
     }

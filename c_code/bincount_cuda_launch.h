@@ -484,7 +484,8 @@ static int bc_cuda_bincount_end(const bc_cuda_host *host, void *buf, void *out, 
 {
     if (!ok && out != NULL)
         host->release(host->ctx, out);
-    host->release(host->ctx, buf);
+    if (buf != NULL)
+        host->release(host->ctx, buf);
     if (!ok)
         return -1;
     result->array = out;

@@ -54,12 +54,14 @@ def weighted(x, w, minlength=0):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", ["spread", "hot_window", "empty_windows", "few_values"])
+@pytest.mark.parametrize("shape", ["spread", "hot_window", "empty_windows", "few_values", "many_windows"])
 def test_many_bins_match_numpy(dtype, shape):
     """Past PASS_MAX bins: several windows (1024 float64, 2048 float32 bins
     each); a hot window of 40,000 values (ten chunks of 4,096 entries);
-    windows with no value; 5 values into 50,000 bins."""
-    n, top = {"few_values": (5, 50_000)}.get(shape, (20_000, 3 * PASS_MAX))
+    windows with no value; 5 values into 50,000 bins; 20,000 values into
+    50,000 bins (49 float64 windows: the SCAN stage over 5 tiles, where up
+    to 32 windows are scanned by each scatter block)."""
+    n, top = {"few_values": (5, 50_000), "many_windows": (20_000, 50_000)}.get(shape, (20_000, 3 * PASS_MAX))
     x = RNG.integers(0, top, n)
     if shape == "hot_window":
         x = np.concatenate([x, RNG.integers(3000, 3000 + 900, 40_000)])
@@ -90,7 +92,7 @@ def test_many_bins_scatter_form_strided_indices_and_weights():
 
 def test_many_bins_computed_x():
     """A fused x (``bincount(gx // 3 + 7, weights=gw)``): the count and
-    scatter stages compute it again, as the check-only pass does."""
+    scatter stages compute it again (the count also checks it)."""
     x = RNG.integers(0, 30_000, 12_000)
     w = RNG.standard_normal(12_000)
     f = compile_more(gpu_from_host(bincount(gpu.shared(x) // 3 + 7, weights=gpu.shared(w))))
@@ -147,14 +149,19 @@ def test_many_bins_range_errors_as_in_the_window_passes():
 def test_windows_counters_in_global_memory_give_the_same_bits():
     """With 8 KB of shared memory per block, 2,200,000 float64 bins (2,149
     windows) put the windows' counters and cursors in global memory and the
-    sums in sub-windows of 64 bins, most of them skipped (no entry): the
-    bits of ``many`` are those of the default emulated device, where all
-    of that is in shared memory and whole windows."""
+    sums in sub-windows of 64 bins, most of them skipped (no entry); with
+    64 KB the scatter's offsets come from the cursors in turn: the bits of
+    ``many`` are those of the default emulated device, where all of that is
+    in shared memory (the offsets from the warps' rows of counts) and whole
+    windows."""
     env = dict(DET_CASES_MANY_BINS="2200000", DET_CASES_ONLY="many", FAKE_CUDA_RUNNERS="2",
                FAKE_CUDA_BLOCK_ORDER="random")  # fmt: skip
     small = dict(FAKE_CUDA_SHARED_PER_SM="16384", FAKE_CUDA_SHARED_OPTIN="8192")
-    got = [run_cases("more", 1, **env, **extra) for extra in ({}, small)]
-    assert list(got[0]) == ["many"] and got[0]["many"] == got[1]["many"], got
+    # 64 KB: the cursors in shared memory but not the warps' rows of counts,
+    # so the scatter's warps take their offsets in turn
+    turns = dict(FAKE_CUDA_SHARED_PER_SM="65536", FAKE_CUDA_SHARED_OPTIN="65536")
+    got = [run_cases("more", 1, **env, **extra) for extra in ({}, small, turns)]
+    assert list(got[0]) == ["many"] and got[0]["many"] == got[1]["many"] == got[2]["many"], got
 
 
 def test_the_previous_length_chooses_the_first_pass_either_way():
@@ -168,3 +175,34 @@ def test_the_previous_length_chooses_the_first_pass_either_way():
     for values in (x, x % 100, x, x % 5000, x % 3):
         gx.set_value(values)
         assert_matches(cupy().asnumpy(f()), np.bincount(values, weights=w), weights=w, x=values)
+
+
+def test_a_bad_value_found_by_the_count_raises_and_leaves_the_shared_variable():
+    """Past PASS_MAX bins the first pass is the bucket path's count, which
+    checks x as it counts (with a minlength of many bins, or after a call of
+    many bins): a negative value raises ValueError naming it and the update
+    of a GPU shared variable is not applied; x whose values pass the length
+    the count guessed is counted again with more windows."""
+    x = RNG.integers(0, 10_000, 9000)
+    w = RNG.standard_normal(9000)
+    gx, acc = gpu.shared(x), gpu.shared(np.zeros(12_000))
+    step = compile_more([], updates={acc: acc + bincount(gx, weights=gpu.shared(w), minlength=12_000)})
+    step()
+    before = acc.get_value()
+    assert_matches(before, np.bincount(x, weights=w, minlength=12_000), weights=w, x=x)
+    bad = x.copy()
+    bad[[4321, 8000]] = [-7, -9]
+    gx.set_value(bad)
+    with pytest.raises(ValueError, match="-7"):
+        step()
+    assert acc.get_value().tobytes() == before.tobytes()
+    # the same after a call of many bins (the previous length's guess)
+    f = compile_more(gpu_from_host(bincount(gx, weights=gpu.shared(w))))
+    gx.set_value(x)
+    assert_matches(cupy().asnumpy(f()), np.bincount(x, weights=w), weights=w, x=x)
+    gx.set_value(bad)
+    with pytest.raises(ValueError, match="-7"):
+        f()
+    grown = x * 3 + 1  # past the guessed windows: a second count
+    gx.set_value(grown)
+    assert_matches(cupy().asnumpy(f()), np.bincount(grown, weights=w), weights=w, x=grown)

@@ -16,6 +16,7 @@ SOURCES = [
     os.path.join(C_CODE, "bincount_cuda_hist.cuh"),
     os.path.join(C_CODE, "bincount_cuda_det.h"),
     os.path.join(C_CODE, "bincount_cuda_det.cuh"),
+    os.path.join(C_CODE, "bincount_cuda_det_count.cuh"),
     os.path.join(C_CODE, "bincount_cuda_det_bucket.cuh"),
     os.path.join(C_CODE, "scatter_add_cuda_det.cuh"),
     os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
