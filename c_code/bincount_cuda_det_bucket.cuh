@@ -7,7 +7,9 @@
  * the finishing kernel), bincount_cuda_det.h (the sizes and the layout of
  * the scratch buffer), bincount_cuda_kernel.cu (which instantiates det_pass),
  * bincount_cuda_det_launch.h (the launcher, which queues the stages in
- * order).  Valid CUDA C++17 on its own: it defines templates only.
+ * order), bc_cuda_det_sort.cuh (the counting sort's pieces that COUNT,
+ * REDUCE, SCAN and SCATTER take, shared with the rows' bucket pre-pass).
+ * Valid CUDA C++17 on its own: it defines templates only.
  *
  * Algorithm: one most-significant-digit radix pass on the window of each
  * value (window = bin / window bins: 1024 float64 or 2048 float32 bins, the
@@ -57,6 +59,7 @@
 #ifndef BINCOUNT_CUDA_DET_BUCKET_CUH
 #define BINCOUNT_CUDA_DET_BUCKET_CUH
 
+#include "bc_cuda_det_sort.cuh"
 #include "bincount_cuda_det.cuh"
 
 namespace bc {
@@ -108,7 +111,6 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
     const bool here = p.shared_bins != 0;
     bc_u32 *count = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
     const bc_i64 step = here ? 1 : d.tiles;
-    const unsigned lane = threadIdx.x & 31u;
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
     if (here)
@@ -116,12 +118,8 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
     for (bc_i64 base = begin; base < end; base += blockDim.x) {
         const bc_i64 pos = base + threadIdx.x;
         bc_u64 bin = 0;
-        const unsigned key =
-            pos < end && det_bin_at<X, FX>(p, f, pos, bin) ? (unsigned)(bin / d.window_bins)
-                                                           : DET_NONE;
-        const unsigned peers = __match_any_sync(FULL_WARP, key);
-        if (key != DET_NONE && (peers & ((1u << lane) - 1u)) == 0u)
-            atomicAdd(count + key * step, (bc_u32)__popc(peers));
+        const bool live = pos < end && det_bin_at<X, FX>(p, f, pos, bin);
+        det_count_group(count, step, live ? (unsigned)(bin / d.window_bins) : 0u, live);
     }
     if (here) {
         __syncthreads();
@@ -130,87 +128,20 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
     }
 }
 
-/* The sum of v over the block (every thread gets it); `scratch` holds a
- * word per warp.  Integers: exact in any order. */
-__device__ __forceinline__ bc_u32 det_block_sum(bc_u32 v, bc_u32 *scratch)
-{
-    for (int d = 16; d > 0; d >>= 1)
-        v += __shfl_xor_sync(FULL_WARP, v, d);
-    __syncthreads();
-    if ((threadIdx.x & 31u) == 0u)
-        scratch[threadIdx.x >> 5] = v;
-    __syncthreads();
-    bc_u32 s = 0;
-    for (unsigned c = 0; c < (blockDim.x >> 5); c++)
-        s += scratch[c];
-    return s;
-}
-
-/* The run of the table block b scans: [first, last). */
-__device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_i64 &last)
-{
-    const bc_i64 each = (entries + gridDim.x - 1) / gridDim.x;
-    first = (bc_i64)blockIdx.x * each < entries ? (bc_i64)blockIdx.x * each : entries;
-    last = first + each < entries ? first + each : entries;
-}
-
 /* REDUCE: runs[b] = the sum of block b's run of the table. */
 template <typename W> __device__ __forceinline__ void det_reduce(const bc_hist_params &p)
 {
     const det_bucket<W> d(p);
-    bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 v = 0;
-    for (bc_i64 e = first + threadIdx.x; e < last; e += blockDim.x)
-        v += d.table[e];
-    v = det_block_sum(v, reinterpret_cast<bc_u32 *>(dynamic_shared()));
-    if (threadIdx.x == 0)
-        d.runs[blockIdx.x] = v;
+    det_reduce_table(d.table, d.windows * d.tiles, d.runs);
 }
 
-/* SCAN: the table's exclusive scan in place (block b its run, from the sum
- * of the runs before it), the windows' starts, and starts[windows].  A
- * thread per run: the grid (the tiles, at most BC_CUDA_DET_BLOCKS) is no
- * larger than a block. */
+/* SCAN: the table's exclusive scan in place, the windows' starts, and
+ * starts[windows] (the tiles, at most BC_CUDA_DET_BLOCKS, are no more than
+ * the threads of a block). */
 template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_params &p)
 {
     const det_bucket<W> d(p);
-    bc_u32 *scratch = reinterpret_cast<bc_u32 *>(dynamic_shared());
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    bc_i64 first, last;
-    det_table_run(d.windows * d.tiles, first, last);
-    bc_u32 base = det_block_sum(threadIdx.x < blockIdx.x ? d.runs[threadIdx.x] : 0u, scratch);
-    if (blockIdx.x == 0) {
-        const bc_u32 all =
-            det_block_sum(threadIdx.x < gridDim.x ? d.runs[threadIdx.x] : 0u, scratch);
-        if (threadIdx.x == 0)
-            d.starts[d.windows] = all;
-    }
-    for (bc_i64 at = first; at < last; at += blockDim.x) {
-        const bc_i64 e = at + threadIdx.x;
-        const bc_u32 v = e < last ? d.table[e] : 0u;
-        bc_u32 s = v; /* inclusive scan over the warp's lanes */
-        for (unsigned k = 1; k < 32; k <<= 1) {
-            const bc_u32 t = __shfl_sync(FULL_WARP, s, lane >= k ? (int)(lane - k) : (int)lane);
-            if (lane >= k)
-                s += t;
-        }
-        __syncthreads();
-        if (lane == 31u)
-            scratch[warp] = s;
-        __syncthreads();
-        bc_u32 before = base, round = 0;
-        for (unsigned c = 0; c < (blockDim.x >> 5); c++) {
-            before += c < warp ? scratch[c] : 0u;
-            round += scratch[c];
-        }
-        if (e < last) {
-            d.table[e] = before + s - v;
-            if (e % d.tiles == 0)
-                d.starts[e / d.tiles] = before + s - v;
-        }
-        base += round;
-    }
+    det_scan_table(d.table, d.windows, d.tiles, d.runs, d.starts);
 }
 
 /* SCATTER: the block's tile to the buckets, stable (see the top).  The
@@ -223,7 +154,7 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
     const bool here = p.shared_bins != 0;
     bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
     const bc_i64 step = here ? 1 : d.tiles;
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     const W *w = reinterpret_cast<const W *>(p.w);
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
@@ -233,46 +164,31 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
         __syncthreads();
     }
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
-        unsigned key[DET_UNROLL], peers[DET_UNROLL];
-        bc_u32 at[DET_UNROLL];
+        unsigned key[DET_UNROLL];
+        bool live[DET_UNROLL];
+        bc_u32 dst[DET_UNROLL];
         unsigned short sub[DET_UNROLL];
         W v[DET_UNROLL];
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
             const bc_i64 pos = base + ((bc_i64)warp * DET_UNROLL + k) * 32 + lane;
             bc_u64 bin = 0;
-            key[k] = DET_NONE;
+            key[k] = 0;
             sub[k] = 0;
             v[k] = (W)0;
-            if (pos < end && det_bin_at<X, FX>(p, f, pos, bin)) {
+            live[k] = pos < end && det_bin_at<X, FX>(p, f, pos, bin);
+            if (live[k]) {
                 key[k] = (unsigned)(bin / d.window_bins);
                 sub[k] = (unsigned short)(bin - (bc_u64)key[k] * d.window_bins);
                 v[k] = FUSED ? (W)bc_fused_weight(*f, pos) : __ldcs(w + pos * p.w_stride);
             }
-            peers[k] = __match_any_sync(FULL_WARP, key[k]);
-            at[k] = 0;
         }
-        /* The cursors: warp 0's groups first, then warp 1's, ... */
-        for (unsigned j = 0; j < warps; j++) {
-            if (warp == j) {
-#pragma unroll
-                for (int k = 0; k < DET_UNROLL; k++) {
-                    if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
-                        at[k] = cursor[key[k] * step];
-                        cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
-                    }
-                    __syncwarp(FULL_WARP);
-                }
-            }
-            __syncthreads();
-        }
+        det_stable_slots(cursor, step, key, live, dst);
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
-            const bc_u32 dst = __shfl_sync(FULL_WARP, at[k], __ffs((int)peers[k]) - 1) +
-                               (bc_u32)__popc(peers[k] & ((1u << lane) - 1u));
-            if (key[k] != DET_NONE) {
-                d.weights[dst] = v[k];
-                d.bins[dst] = sub[k];
+            if (live[k]) {
+                d.weights[dst[k]] = v[k];
+                d.bins[dst[k]] = sub[k];
             }
         }
     }

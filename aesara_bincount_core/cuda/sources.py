@@ -54,7 +54,8 @@ DEVICE_HEADER = "bincount_cuda_device.cuh"
 HIST_HEADER = "bincount_cuda_hist.cuh"
 #: Headers of each family's source besides KERNEL_HEADER and DEVICE_HEADER.
 FAMILY_HEADERS = {
-    "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h"),
+    "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h",
+             "bc_cuda_det_sort.cuh"),
     "rows": ("scatter_add_cuda_det.cuh",),
     "set": (),
 }
