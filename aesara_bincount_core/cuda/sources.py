@@ -56,7 +56,8 @@ HIST_HEADER = "bincount_cuda_hist.cuh"
 FAMILY_HEADERS = {
     "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h",
              "bc_cuda_det_sort.cuh"),
-    "rows": ("scatter_add_cuda_det.cuh",),
+    "rows": ("scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
+             "bc_cuda_det_sort.cuh", "bincount_cuda_det.h"),
     "set": (),
 }
 #: Kernel family -> its source file.  A module holds the kernels of one
