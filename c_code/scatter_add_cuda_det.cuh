@@ -6,7 +6,8 @@
  * add rounded in the output's dtype, which is the order and the rounding of
  * numpy.add.at; so the result is the same bits on every call, on every
  * device, and equal to np.add.at's.  Neighbours: scatter_add_cuda_kernel.cu
- * (which instantiates it as scatter_rows_det_<idx>_<f32|f64>, and whose
+ * (which instantiates it, through scatter_add_cuda_det_bucket.cuh, as
+ * scatter_rows_det_<idx>_<f32|f64>, and whose
  * checking kernel runs first), bincount_cuda_device.cuh (dynamic_shared),
  * scatter_add_cuda_launch.h (the launcher, which queues it in place of the
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
@@ -36,6 +37,13 @@
  *      matches whose matches of the warp all fall on one row (a hot row)
  *      takes that row once and then only reads and adds; a tile of at most
  *      64 columns reads and adds two columns a lane, not BC_CUDA_ROWS_TILE.
+ * With p.owners != 0 (large idx: bc_rows_det_sorted, scatter_add_cuda_det.h)
+ * a pre-pass has sorted the positions of idx by owner block, stably
+ * (scatter_add_cuda_det_bucket.cuh, whose rows_det_pass is the kernel's
+ * body and checks the status first), and step 1 becomes: the block's next
+ * DET_ROW_CHUNK positions of its bucket, in index order, and their rows,
+ * written to the same shared arrays; steps 2 and 3 are the same
+ * (det_stage_add).
  * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
  * det_shared) holds the chunk's matches, the warps' counts and the stage.
  * So every row receives its increments in index order, one add each, rounded
@@ -43,7 +51,8 @@
  *
  * Cost (H200; counts, not measured): idx is read once per block, not per
  * warp, and compacted with two barriers per chunk of 1,024 indices (about
- * 0.35 us a chunk); a hot row (a large share of the indices on one row) is
+ * 0.35 us a chunk), or, past the threshold, only the block's bucket is
+ * read (about 10 us of pre-pass launches); a hot row (a large share of the indices on one row) is
  * still added by one warp, but from shared memory, its increments loaded
  * by the whole block many rows ahead (32 KB in flight), so it is bound by
  * the warp's issue (about 11 instructions an increment of 64 float32

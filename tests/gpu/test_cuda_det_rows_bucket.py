@@ -31,10 +31,9 @@ import aesara.tensor as at  # noqa: E402
 
 import aesara_bincount  # noqa: E402,F401
 from aesara_bincount import gpu  # noqa: E402
-from aesara_bincount.gpu import GpuScatterAdd  # noqa: E402
 from aesara_bincount_core.cuda import sources  # noqa: E402
 from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
-from test_cuda_deterministic import assert_np_add_at_bits, compile_more, edge_values, ops  # noqa: E402
+from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_case, compile_more, edge_values  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 SORT_MIN = sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_DET_")["SORT_MIN"]
@@ -50,8 +49,10 @@ CASES = {  # name: (rows V, row width D, indices N, hot rows, their share of the
     "hot row": (100_000, 8, SORT_MIN + 5000, [7], 0.3),
     # three hot rows (one given as -1), rows of three column tiles (300)
     "wide rows": (500, 300, SORT_MIN // 3 + 700, [0, 1, -1], 0.5),
-    # no hot row, few rows per block: most buckets short, a few empty
+    # no hot row, few rows per block
     "spread": (300, 3, SORT_MIN + 1, [], 0.0),
+    # every index on rows 0-9 of 5,000: the other blocks' buckets are empty
+    "empty buckets": (5000, 3, SORT_MIN + 1, list(range(10)), 1.0),
 }
 
 
@@ -62,43 +63,13 @@ def launches():
     return int(out[0])
 
 
-def case_inputs(case, dtype):
-    V, D, N, hot, share = CASES[case]
-    rng = np.random.default_rng(len(case) + D)
-    idx = rng.integers(-V, V, N)
-    on_hot = rng.random(N) < share
-    if hot:
-        idx[on_hot] = rng.choice(hot, int(on_hot.sum()))
-    inc = edge_values(rng, N * D, dtype).reshape(N, D)
-    inc[rng.integers(0, N, 3), rng.integers(0, D, 3)] = [np.nan, np.inf, -np.inf]
-    return rng, idx, inc
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("onto", ["zeros", "base", "in place"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_sorted_rows_are_np_add_at_bit_for_bit(case, onto, dtype):
-    V, D, N, _, _ = CASES[case]
+    V, D, N, hot, share = CASES[case]
     assert N * column_tiles(D) > SORT_MIN  # the pre-pass is taken
-    rng, idx, inc = case_inputs(case, dtype)
-    base = np.zeros((V, D), dtype) if onto == "zeros" else rng.standard_normal((V, D)).astype(dtype)
-    if onto != "zeros":
-        base[1] = -0.0  # a hot row starting at -0.0
-    gidx, ginc = gpu.shared(np.repeat(idx, 2))[::2], gpu.shared(inc)  # idx: a strided view
-    expected = base.copy()
-    np.add.at(expected, idx, inc)
-    if onto == "in place":
-        table = gpu.shared(base)
-        step = compile_more([], updates={table: at.inc_subtensor(table[gidx], ginc)})
-        assert [op for op in ops(step) if isinstance(op, GpuScatterAdd)][0].inplace
-        step()
-        assert_np_add_at_bits(table.get_value(), expected)
-        return
-    target = at.zeros((V, D), dtype=dtype) if onto == "zeros" else gpu.shared(base)
-    f = compile_more(gpu_from_host(at.inc_subtensor(target[gidx], ginc)))
-    got = cupy().asnumpy(f())
-    assert_np_add_at_bits(got, expected)
-    assert got.tobytes() == cupy().asnumpy(f()).tobytes()
+    assert_rows_case(V, D, N, hot, share, onto, dtype, seed=len(case) + D)
 
 
 def test_sorted_rows_broadcast_increments():
