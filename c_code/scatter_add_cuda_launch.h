@@ -257,7 +257,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     void *args[1], *stage_args[BC_DET_STAGE_SCATTER + 1];
     void *buf = NULL;
     long long scratch, warp_blocks, owners = 0, sort_bytes = 0;
-    int rc, n_then = 0, out_of_memory = 0, stage;
+    int rc, n_then = 0, out_of_memory = 0, stage, wide;
 
     if (bc_cuda_rows_check_call(api, c, k, err) != 0)
         return -1;
@@ -300,6 +300,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         if (buf == NULL)
             return -1;
     }
+    wide = scratch > 0 && owners == 0; /* the float64 scratch of float32 rows */
     status_ptr = buf_ptr + (bc_CUdeviceptr)scratch * 8u;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
     /* With the scratch, the checking kernel and the finish kernel take a warp
@@ -307,7 +308,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     warp_blocks = bc_ceil_div(c->idx.length, (long long)BC_CUDA_THREADS / 32);
     if (warp_blocks > k->resident_blocks)
         warp_blocks = k->resident_blocks;
-    if (scratch > 0 && owners == 0) {
+    if (wide) {
         p.scratch = buf_ptr;
         if (plan.check_blocks < warp_blocks)
             plan.check_blocks = warp_blocks;
@@ -328,6 +329,8 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
             continue;
         then[n_then].func = k->add;
         then[n_then].blocks = (unsigned)bc_rows_det_tiles(c->idx.length);
+        /* COUNT, SCATTER: a counter per owner (owners <= resident blocks, a
+         * few hundred); REDUCE, SCAN: a word per warp */
         then[n_then].shared_bytes = (unsigned)(4 * (stage == BC_DET_STAGE_COUNT ||
                                                     stage == BC_DET_STAGE_SCATTER
                                                 ? owners : BC_CUDA_THREADS / 32));
@@ -336,13 +339,13 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         n_then++;
     }
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
-        then[n_then].func = scratch > 0 && owners == 0 ? k->wide : k->add;
+        then[n_then].func = wide ? k->wide : k->add;
         then[n_then].blocks = (unsigned)plan.blocks;
-        then[n_then].shared_bytes = scratch > 0 && owners == 0 ? 0u : k->add_shared;
+        then[n_then].shared_bytes = wide ? 0u : k->add_shared;
         then[n_then].args = owners > 0 ? &stage_args[BC_DET_STAGE_WINDOW] : args;
         then[n_then].what = "cuLaunchKernel(scatter-add of rows)";
         n_then++;
-        if (scratch > 0 && owners == 0) {
+        if (wide) {
             then[n_then].func = k->finish;
             then[n_then].blocks = (unsigned)warp_blocks;
             then[n_then].args = args;
