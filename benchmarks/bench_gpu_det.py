@@ -24,6 +24,12 @@ the same GPU shared variables, result kept on the GPU:
     ``inc_subtensor(W[idx], g)`` onto a float32 table of V = 100,000 rows of
     D = 64, B = 16,384 indices of which a quarter name row 0 (``--small``:
     50 x 8, 32), the increments in a GPU shared variable.  Target 3x.
+``rows 1e6, float32`` and ``rows 1e6, hot row``
+    The same table and D, B = 1e6 indices, spread over the rows or with a
+    quarter of them on row 0: past ``BC_CUDA_ROWS_DET_SORT_MIN``, so "more"
+    sorts idx by owner block first (``c_code/scatter_add_cuda_det_bucket.cuh``).
+    Target 3x.  ``--small``: only the hot row, 300 x 4, 40,000 indices (still
+    past the threshold).
 
 Timing: :func:`bench_gpu_loop.wall_ms` (wall-clock ms of a call and a
 synchronization, median of the repeats after a warm-up call), both modes
@@ -47,10 +53,14 @@ from sizes import size_text  # noqa: E402
 __all__ = ["det_rows", "det_table"]
 
 SEED_N, SMALL_SEED_N = 10**6, 20_000
-ROWS, SMALL_ROWS = (100_000, 64, 16_384), (50, 8, 32)
+#: The rows cases: (V, D, B) and (V, D, B) with --small (None: left out), share of B on row 0.
+ROWS = {"rows, hot row": ((100_000, 64, 16_384), (50, 8, 32), 0.25),
+        "rows 1e6, float32": ((100_000, 64, 10**6), None, 0.0),
+        "rows 1e6, hot row": ((100_000, 64, 10**6), (300, 4, 40_000), 0.25)}
 #: Most a "more" call may cost against the default one (issue 31).
 TARGETS = {"seed loop, float64": 1.5, "seed loop, float32": 1.5, "rows, hot row": 3.0,
-           "many bins 1e4, float64": 3.0, "many bins 1e5, float64": 3.0, "many bins 1e6, float64": 3.0}
+           "many bins 1e4, float64": 3.0, "many bins 1e5, float64": 3.0, "many bins 1e6, float64": 3.0,
+           "rows 1e6, float32": 3.0, "rows 1e6, hot row": 3.0}
 #: Bins of the "many bins" rows (--small: SMALL_MANY values into as many bins).
 MANY_BINS = {"many bins 1e4, float64": 10**4, "many bins 1e5, float64": 10**5, "many bins 1e6, float64": 10**6}
 SMALL_MANY = 20_000
@@ -78,10 +88,11 @@ def _graphs(cp, name, small):
         w = ((cp.arange(n, dtype="int64") * 104729 % 65537) / 65537.0 - 0.5).astype("float64")
         out = bincount(gpu.shared(x, borrow=True), weights=gpu.shared(w, borrow=True))
         return [], gpu.gpu_from_host(out), n, None
-    V, D, B = SMALL_ROWS if small else ROWS
+    full, tiny, hot = ROWS[name]
+    V, D, B = tiny if small else full
     rng = np.random.default_rng(31)
     idx = rng.integers(0, V, B)
-    idx[: B // 4] = 0  # the hot row
+    idx[: int(B * hot)] = 0  # the hot row
     rng.shuffle(idx)
     g = rng.standard_normal((B, D)).astype("float32")
     table = gpu.shared(rng.standard_normal((V, D)).astype("float32"))
@@ -96,7 +107,8 @@ def det_rows(cp, small, repeat):
     rows = []
     sync = cp.cuda.get_current_stream().synchronize
     for name in TARGETS:
-        if small and name in ("seed loop, float32", "many bins 1e4, float64", "many bins 1e5, float64"):
+        if small and (name in ("seed loop, float32", "many bins 1e4, float64", "many bins 1e5, float64")
+                      or (name in ROWS and ROWS[name][1] is None)):
             continue  # another row's code at another size or dtype: less time in the dry run
         ins, out, n, arg = _graphs(cp, name, small)
         fns = {}

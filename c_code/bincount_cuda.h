@@ -86,6 +86,11 @@ typedef unsigned int bc_u32;
 #define BC_CUDA_ROWS_DET_PER_THREAD 2
 #define BC_CUDA_ROWS_DET_STAGE_BYTES 32768
 #define BC_CUDA_ROWS_DET_SHARED_BYTES 45184
+/* ... which first sorts the positions of idx by the block that owns their
+ * row (its bucket pre-pass, scatter_add_cuda_det_bucket.cuh), so that each
+ * block reads its own indices only, when the indices times the column tiles
+ * of a row exceed this (scatter_add_cuda_det.h, bc_rows_det_sorted). */
+#define BC_CUDA_ROWS_DET_SORT_MIN 32768
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */
@@ -171,7 +176,9 @@ typedef struct bc_finish_params {
  * scatter_rows_add_<idx>_<out> (everything but scratch),
  * scatter_rows_wide_<idx>_f32 (the same, adding into scratch instead of out)
  * and scatter_rows_finish_<idx>_f32 (out, out_row, idx, n, nrows, row_size,
- * idx_stride, scratch, status).  out[row * out_row + j]
+ * idx_stride, scratch, status); the deterministic kernel
+ * scatter_rows_det_<idx>_<out> also reads owners, sort_tiles and stage, and
+ * its pre-pass's buckets in scratch.  out[row * out_row + j]
  * += inc[i * inc_row + j * inc_elem] for j < row_size, row = idx[i]
  * (wrapped once when negative).  Every field is 8 bytes except the last two.
  */
@@ -191,8 +198,11 @@ typedef struct bc_rows_params {
     bc_i64 chunk;      /* consecutive indices of one work item */
     bc_i64 tiles;      /* column tiles of a row: ceil(row_size / (lanes * BC_CUDA_ROWS_TILE)) */
     bc_i64 items;      /* work items: ceil(n / chunk) * tiles */
+    /* Read only by the deterministic kernel (scatter_add_cuda_det.h): */
+    bc_i64 owners;     /* 0, or the blocks owning rows whose buckets scratch holds */
+    bc_i64 sort_tiles; /* tiles of idx of the bucket pre-pass (bc_rows_det_tiles) */
     bc_i32 lanes;      /* lanes of a warp that share one row: min(32, row_size) */
-    bc_i32 reserved;
+    bc_i32 stage;      /* deterministic kernel: BC_DET_STAGE_* (0: the adds) */
 } bc_rows_params;
 
 #endif /* AESARA_BINCOUNT_CUDA_H */

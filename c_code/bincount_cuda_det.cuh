@@ -51,6 +51,7 @@
 #ifndef BINCOUNT_CUDA_DET_CUH
 #define BINCOUNT_CUDA_DET_CUH
 
+#include "bc_cuda_det_sort.cuh"
 #include "bincount_cuda_det.h"
 #include "bincount_cuda_hist.cuh"
 
@@ -61,8 +62,6 @@ namespace bc {
 enum { DET_UNROLL = 4 };
 /* Chunks' partial sums of a bin the finish loads before it adds them. */
 enum { DET_FINISH_LOADS = 8 };
-/* The key of a lane with nothing to add in a group. */
-inline constexpr unsigned DET_NONE = 0xffffffffu;
 
 /* Add one group of 32 lanes to a warp's bins `mine`: the lanes that hold
  * the same key are found with __match_any_sync, their values summed over

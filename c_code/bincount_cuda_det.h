@@ -51,7 +51,8 @@
  * stage). */
 #define BC_DET_STAGE_WINDOW 0 /* a window pass over x (bincount_cuda_det.cuh) */
 #define BC_DET_STAGE_COUNT 1  /* check x, count each tile's values per window */
-#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts (2: unused) */
+#define BC_DET_STAGE_REDUCE 2 /* sum a run of the table (the rows' pre-pass only) */
+#define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts */
 #define BC_DET_STAGE_SCATTER 4 /* stable scatter of (bin, weight) to buckets */
 #define BC_DET_STAGE_SUM 5    /* sum a chunk of the buckets per window */
 

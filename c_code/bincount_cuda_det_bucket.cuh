@@ -115,7 +115,7 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
     __syncthreads();
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
         unsigned key[DET_UNROLL], peers[DET_UNROLL];
-        bc_u32 at[DET_UNROLL];
+        bc_u32 at[DET_UNROLL], dst[DET_UNROLL];
         unsigned short sub[DET_UNROLL];
         W v[DET_UNROLL];
 #pragma unroll
@@ -166,29 +166,23 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
             for (int k = 0; k < DET_UNROLL; k++)
                 if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
                     mine[key[k]] = 0u; /* the row clean for the next round */
-        } else {
-            /* The cursors: warp 0's groups first, then warp 1's, ... */
-            for (unsigned j = 0; j < warps; j++) {
-                if (warp == j) {
 #pragma unroll
-                    for (int k = 0; k < DET_UNROLL; k++) {
-                        if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u) {
-                            at[k] = cursor[key[k] * step];
-                            cursor[key[k] * step] = at[k] + (bc_u32)__popc(peers[k]);
-                        }
-                        __syncwarp(FULL_WARP);
-                    }
-                }
-                __syncthreads();
-            }
+            for (int k = 0; k < DET_UNROLL; k++)
+                dst[k] = __shfl_sync(FULL_WARP, at[k], __ffs((int)peers[k]) - 1) +
+                         (bc_u32)__popc(peers[k] & ((1u << lane) - 1u));
+        } else {
+            /* The warps take their offsets from the cursors in turn. */
+            bool live[DET_UNROLL];
+#pragma unroll
+            for (int k = 0; k < DET_UNROLL; k++)
+                live[k] = key[k] != DET_NONE;
+            det_stable_slots(cursor, step, key, live, dst);
         }
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
-            const bc_u32 dst = __shfl_sync(FULL_WARP, at[k], __ffs((int)peers[k]) - 1) +
-                               (bc_u32)__popc(peers[k] & ((1u << lane) - 1u));
             if (key[k] != DET_NONE) {
-                d.weights[dst] = v[k];
-                d.bins[dst] = sub[k];
+                d.weights[dst[k]] = v[k];
+                d.bins[dst[k]] = sub[k];
             }
         }
     }

@@ -7,7 +7,8 @@
  * same scan done by each SCATTER block for few windows.  Integer counts,
  * sums and offsets only: exact in any order.  Neighbours:
  * bincount_cuda_det.h (the sizes and the layout of the scratch buffer),
- * bincount_cuda_det.cuh (det_zero, DET_UNROLL, DET_NONE),
+ * bincount_cuda_det.cuh (det_zero, DET_UNROLL), bc_cuda_det_sort.cuh
+ * (DET_NONE, det_block_sum, det_warp_scan, det_table_run),
  * bincount_cuda_hist.cuh (to_bin, publish_check, last_block_check).  Valid
  * CUDA C++17 on its own: it defines templates only.
  */
@@ -107,42 +108,6 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
     }
     __syncthreads();
     last_block_check<X, FX>(p, f, d.status);
-}
-
-/* The sum of v over the block (every thread gets it); `scratch` holds a
- * word per warp.  Integers: exact in any order. */
-__device__ __forceinline__ bc_u32 det_block_sum(bc_u32 v, bc_u32 *scratch)
-{
-    for (int d = 16; d > 0; d >>= 1)
-        v += __shfl_xor_sync(FULL_WARP, v, d);
-    __syncthreads();
-    if ((threadIdx.x & 31u) == 0u)
-        scratch[threadIdx.x >> 5] = v;
-    __syncthreads();
-    bc_u32 s = 0;
-    for (unsigned c = 0; c < (blockDim.x >> 5); c++)
-        s += scratch[c];
-    return s;
-}
-
-/* The inclusive sum of v over the lanes up to this one. */
-__device__ __forceinline__ bc_u32 det_warp_scan(bc_u32 v)
-{
-    const unsigned lane = threadIdx.x & 31u;
-    for (unsigned k = 1; k < 32; k <<= 1) {
-        const bc_u32 t = __shfl_sync(FULL_WARP, v, lane >= k ? (int)(lane - k) : (int)lane);
-        if (lane >= k)
-            v += t;
-    }
-    return v;
-}
-
-/* The run of `entries` that block b takes: [first, last). */
-__device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_i64 &last)
-{
-    const bc_i64 each = (entries + gridDim.x - 1) / gridDim.x;
-    first = (bc_i64)blockIdx.x * each < entries ? (bc_i64)blockIdx.x * each : entries;
-    last = first + each < entries ? first + each : entries;
 }
 
 /* SCAN: block b takes a run of windows.  Their starts (the windows'

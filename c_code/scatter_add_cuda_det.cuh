@@ -6,7 +6,8 @@
  * add rounded in the output's dtype, which is the order and the rounding of
  * numpy.add.at; so the result is the same bits on every call, on every
  * device, and equal to np.add.at's.  Neighbours: scatter_add_cuda_kernel.cu
- * (which instantiates it as scatter_rows_det_<idx>_<f32|f64>, and whose
+ * (which instantiates it, through scatter_add_cuda_det_bucket.cuh, as
+ * scatter_rows_det_<idx>_<f32|f64>, and whose
  * checking kernel runs first), bincount_cuda_device.cuh (dynamic_shared),
  * scatter_add_cuda_launch.h (the launcher, which queues it in place of the
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
@@ -36,6 +37,13 @@
  *      matches whose matches of the warp all fall on one row (a hot row)
  *      takes that row once and then only reads and adds; a tile of at most
  *      64 columns reads and adds two columns a lane, not BC_CUDA_ROWS_TILE.
+ * With p.owners != 0 (large idx: bc_rows_det_sorted, scatter_add_cuda_det.h)
+ * a pre-pass has sorted the positions of idx by owner block, stably
+ * (scatter_add_cuda_det_bucket.cuh, whose rows_det_pass is the kernel's
+ * body and checks the status first), and step 1 becomes: the block's next
+ * DET_ROW_CHUNK positions of its bucket, in index order, and their rows,
+ * written to the same shared arrays; steps 2 and 3 are the same
+ * (det_stage_add).
  * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
  * det_shared) holds the chunk's matches, the warps' counts and the stage.
  * So every row receives its increments in index order, one add each, rounded
@@ -43,7 +51,8 @@
  *
  * Cost (H200; counts, not measured): idx is read once per block, not per
  * warp, and compacted with two barriers per chunk of 1,024 indices (about
- * 0.35 us a chunk); a hot row (a large share of the indices on one row) is
+ * 0.35 us a chunk), or, past the threshold, only the block's bucket is
+ * read (about 10 us of pre-pass launches); a hot row (a large share of the indices on one row) is
  * still added by one warp, but from shared memory, its increments loaded
  * by the whole block many rows ahead (32 KB in flight), so it is bound by
  * the warp's issue (about 11 instructions an increment of 64 float32
@@ -55,6 +64,7 @@
 #define SCATTER_ADD_CUDA_DET_CUH
 
 #include "bincount_cuda_device.cuh"
+#include "scatter_add_cuda_det.h"
 
 namespace bc {
 
@@ -243,20 +253,51 @@ __device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shar
     }
 }
 
+/* Stages and adds the chunk's `total` matches (sh.row, sh.pos: positions
+ * from c0), `per` at a time (the next ones loaded while the warps add
+ * these); each warp adds those of its rows [a, z), in index order. */
+template <typename OUT>
+__device__ __forceinline__ void det_stage_add(det_run<OUT> &run, const det_shared<OUT> &sh,
+                                              const bc_rows_params &p, bc_i64 c0, int total,
+                                              int per, bc_i64 a, bc_i64 z, bc_i64 r0, bc_i64 col,
+                                              bc_i64 col0, int width)
+{
+    enum {
+        TILE = BC_CUDA_ROWS_TILE,
+        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT), J = STAGE / BC_CUDA_THREADS
+    };
+    const int t = (int)threadIdx.x;
+    OUT v[J];
+    det_stage_load(p, sh, c0, 0, total < per ? total : per, col0, width, v);
+    for (int lo = 0; lo < total; lo += per) {
+        const int hi = lo + per < total ? lo + per : total;
+        __syncthreads(); /* the stage is free */
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            if (t + j * BC_CUDA_THREADS < (hi - lo) * width)
+                sh.stage[t + j * BC_CUDA_THREADS] = v[j];
+        __syncthreads();
+        if (hi < total)
+            det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
+        if (width <= 64)
+            det_add_staged<2>(run, sh, p, lo, hi, a, z, r0, col, width);
+        else
+            det_add_staged<TILE>(run, sh, p, lo, hi, a, z, r0, col, width);
+    }
+}
+
+/* The adds (the checking kernel ran first and found no bad index).  With
+ * p.owners != 0, the block reads its bucket of positions of idx (the
+ * pre-pass, scatter_add_cuda_det_bucket.cuh) in place of all of idx. */
 template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
 {
     enum {
         TILE = BC_CUDA_ROWS_TILE, K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS,
-        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT), J = STAGE / BC_CUDA_THREADS
+        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT)
     };
     const I *idx = reinterpret_cast<const I *>(p.idx);
     OUT *out = reinterpret_cast<OUT *>(p.out);
     const int t = (int)threadIdx.x, lane = t & 31, w = t >> 5;
-    /* The checking kernel ran before (same stream): nothing is added when it
-     * found a bad index (the same for every thread: the block leaves whole). */
-    if (p.status != 0 &&
-        reinterpret_cast<const volatile bc_status *>(p.status)->bad_pos_inv != 0)
-        return;
     const bc_i64 owners = (bc_i64)gridDim.x < p.nrows ? (bc_i64)gridDim.x : p.nrows;
     if ((bc_i64)blockIdx.x >= owners)
         return;
@@ -268,19 +309,45 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_det(con
     if (w < wowners)
         det_share(span, wowners, w, a, z);
     const det_shared<OUT> sh;
+    /* The bucket: its positions [e0, e1) of the buffer `bucket`. */
+    const bc_u32 *bucket = nullptr;
+    bc_i64 e0 = 0, e1 = 0;
+    if (p.owners != 0) {
+        const bc_rows_det_layout l = bc_rows_det_make_layout(p.n, p.owners, p.sort_tiles);
+        const bc_u32 *starts = reinterpret_cast<const bc_u32 *>(p.scratch + l.starts);
+        bucket = reinterpret_cast<const bc_u32 *>(p.scratch + l.pos);
+        e0 = starts[blockIdx.x];
+        e1 = starts[blockIdx.x + 1];
+    }
     for (bc_i64 col0 = 0; col0 < p.row_size; col0 += 32 * TILE) {
         const bc_i64 col = col0 + lane;
         const bc_i64 left = p.row_size - col0, full = 32 * TILE;
         const int width = (int)(left < full ? left : full);
         const int per = (int)STAGE / width < (int)CH ? (int)STAGE / width : (int)CH; /* matches a stage holds */
         det_run<OUT> run;
+        for (bc_i64 c0 = e0; bucket != nullptr && c0 < e1; c0 += CH) {
+            /* The bucket's next chunk: its positions, in index order. */
+            const int total = (int)(e1 - c0 < (bc_i64)CH ? e1 - c0 : (bc_i64)CH);
+            __syncthreads(); /* the previous chunk's matches are added */
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int e = k * BC_CUDA_THREADS + t;
+                if (e < total) {
+                    const bc_i64 i = bucket[c0 + e];
+                    sh.pos[e] = (int)i;
+                    sh.row[e] = det_row(idx[i * p.idx_stride], p.nrows) - r0;
+                }
+            }
+            __syncthreads();
+            det_stage_add(run, sh, p, 0, total, per, a, z, r0, col, col0, width);
+        }
         I next[K];
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const bc_i64 i = (bc_i64)(k * BC_CUDA_THREADS + t);
-            next[k] = i < p.n ? idx[i * p.idx_stride] : (I)0;
+            next[k] = i < p.n && bucket == nullptr ? idx[i * p.idx_stride] : (I)0;
         }
-        for (bc_i64 c0 = 0; c0 < p.n; c0 += CH) {
+        for (bc_i64 c0 = 0; bucket == nullptr && c0 < p.n; c0 += CH) {
             /* 1. The chunk's indices in this block's rows, compacted in
              * index order; the next chunk's indices are loaded meanwhile. */
             bc_i64 row[K];
@@ -314,26 +381,9 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_det(con
                 }
             }
             __syncthreads();
-            /* 2. The matches' increments, `per` at a time, staged in shared
-             * memory by the whole block (the next ones loaded while these
-             * are added); each warp adds those of its rows, in index order. */
-            OUT v[J];
-            det_stage_load(p, sh, c0, 0, total < per ? total : per, col0, width, v);
-            for (int lo = 0; lo < total; lo += per) {
-                const int hi = lo + per < total ? lo + per : total;
-                __syncthreads(); /* the stage is free */
-#pragma unroll
-                for (int j = 0; j < J; j++)
-                    if (t + j * BC_CUDA_THREADS < (hi - lo) * width)
-                        sh.stage[t + j * BC_CUDA_THREADS] = v[j];
-                __syncthreads();
-                if (hi < total)
-                    det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
-                if (width <= 64)
-                    det_add_staged<2>(run, sh, p, lo, hi, a, z, r0, col, width);
-                else
-                    det_add_staged<TILE>(run, sh, p, lo, hi, a, z, r0, col, width);
-            }
+            /* 2. The matches' increments, staged in shared memory by the
+             * whole block, and 3. the adds. */
+            det_stage_add(run, sh, p, c0, total, per, a, z, r0, col, col0, width);
         }
         run.store(out, p, col);
     }

@@ -27,7 +27,9 @@
  *   scatter_rows_det_<idx>_<f32|f64>  instead of the adding kernel under
  *                             aesara.config.deterministic == "more": float
  *                             rows added in index order, np.add.at's bits
- *                             (scatter_add_cuda_det.cuh).
+ *                             (scatter_add_cuda_det.cuh); for large idx
+ *                             also the four stages of its bucket pre-pass
+ *                             (p.stage, scatter_add_cuda_det_bucket.cuh).
  *
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
@@ -76,7 +78,7 @@
  *     overflow that the sequential sum meets on the way may not happen).
  */
 #include "bincount_cuda_device.cuh"
-#include "scatter_add_cuda_det.cuh"
+#include "scatter_add_cuda_det_bucket.cuh"
 
 namespace bc {
 
@@ -421,12 +423,12 @@ template <typename I> __device__ __forceinline__ void rows_finish(const bc_rows_
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
         scatter_rows_det_##XN##_f32(const bc_rows_params p)                                   \
     {                                                                                         \
-        bc::rows_det<XT, float>(p);                                                           \
+        bc::rows_det_pass<XT, float>(p);                                                      \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS)                             \
         scatter_rows_det_##XN##_f64(const bc_rows_params p)                                   \
     {                                                                                         \
-        bc::rows_det<XT, double>(p);                                                          \
+        bc::rows_det_pass<XT, double>(p);                                                     \
     }
 
 #if !defined(BC_X_DTYPE) || BC_X_DTYPE == BC_DT_INT8

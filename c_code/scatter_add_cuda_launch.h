@@ -60,6 +60,12 @@
  * "more", in place of the adding kernel) gets the same blocks, each with
  * k->add_shared (BC_CUDA_ROWS_DET_SHARED_BYTES) of dynamic shared memory;
  * its order of adds does not depend on them (scatter_add_cuda_det.cuh).
+ * For large idx (bc_rows_det_sorted: sizes only) the same kernel is first
+ * launched four times more, the stages of its bucket pre-pass (COUNT,
+ * REDUCE, SCAN, SCATTER of scatter_add_cuda_det_bucket.cuh, a block per tile
+ * of idx, bc_rows_det_tiles), queued after the check with the adds; their
+ * buffer (bc_rows_det_make_layout) sits before the status in the call's one
+ * allocation, as the float64 scratch does (no memory: the adds scan idx).
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
 #define AESARA_SCATTER_ADD_CUDA_LAUNCH_H
@@ -67,6 +73,7 @@
 #include "bincount_cuda.h"
 #include "bincount_cuda_driver.h"
 #include "bincount_cuda_launch.h" /* bc_ceil_div, bc_cuda_alloc */
+#include "scatter_add_cuda_det.h"
 
 /* The kernels of one dtype of idx and one output dtype in the current
  * context (aesara_bincount_core/cuda/modules.py loads and sizes them). */
@@ -245,11 +252,12 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     bc_rows_params p;
     bc_status status;
     bc_CUdeviceptr buf_ptr = 0, status_ptr;
-    bc_cuda_launch then[2];
-    void *args[1];
+    bc_cuda_launch then[BC_DET_STAGE_SCATTER + 1];
+    bc_rows_params stages[BC_DET_STAGE_SCATTER + 1];
+    void *args[1], *stage_args[BC_DET_STAGE_SCATTER + 1];
     void *buf = NULL;
-    long long scratch, warp_blocks;
-    int rc, n_then = 0, out_of_memory = 0;
+    long long scratch, warp_blocks, owners = 0, sort_bytes = 0;
+    int rc, n_then = 0, out_of_memory = 0, stage, wide;
 
     if (bc_cuda_rows_check_call(api, c, k, err) != 0)
         return -1;
@@ -262,7 +270,23 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     /* 1. The status (after the scratch, if any), the check, its copy and the
      * adds, queued together.  No memory for the scratch: the other kernel. */
     scratch = bc_cuda_rows_scratch_elems(c, k);
-    if (scratch > 0) {
+    /* The deterministic kernel's bucket pre-pass, for large idx: its buffer
+     * before the status, as the scratch's (no memory: the adds scan idx). */
+    if (k->add_shared != 0 && !c->check_only && c->row_size > 0 &&
+        bc_rows_det_sorted(c->idx.length, c->nrows, c->row_size)) {
+        owners = plan.blocks < c->nrows ? plan.blocks : c->nrows;
+        sort_bytes = bc_rows_det_make_layout(c->idx.length, owners,
+                                             bc_rows_det_tiles(c->idx.length)).bytes;
+        sort_bytes = bc_ceil_div(sort_bytes, 8) * 8;
+        buf = host->alloc(host->ctx, BC_DT_UINT64, sort_bytes / 8 + BC_CUDA_STATUS_BYTES / 8, 0,
+                          &buf_ptr, &out_of_memory);
+        if (buf == NULL && !out_of_memory)
+            return bc_cuda_fail(err, BC_CUDA_E_HOST, 0, 0, 0);
+        if (buf == NULL)
+            owners = sort_bytes = 0;
+        scratch = sort_bytes / 8; /* 8-byte words before the status */
+    }
+    if (scratch > 0 && owners == 0) {
         buf = host->alloc(host->ctx, BC_DT_FLOAT64, scratch + BC_CUDA_STATUS_BYTES / 8, 0,
                           &buf_ptr, &out_of_memory);
         if (buf == NULL && !out_of_memory)
@@ -276,6 +300,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         if (buf == NULL)
             return -1;
     }
+    wide = scratch > 0 && owners == 0; /* the float64 scratch of float32 rows */
     status_ptr = buf_ptr + (bc_CUdeviceptr)scratch * 8u;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
     /* With the scratch, the checking kernel and the finish kernel take a warp
@@ -283,26 +308,49 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     warp_blocks = bc_ceil_div(c->idx.length, (long long)BC_CUDA_THREADS / 32);
     if (warp_blocks > k->resident_blocks)
         warp_blocks = k->resident_blocks;
-    if (scratch > 0) {
+    if (wide) {
         p.scratch = buf_ptr;
         if (plan.check_blocks < warp_blocks)
             plan.check_blocks = warp_blocks;
     }
     args[0] = &p;
     memset(then, 0, sizeof(then));
+    /* The pre-pass's four stages (scatter_add_cuda_det_bucket.cuh), a block
+     * per tile of idx, then the adds reading the buckets (stage 0); the
+     * buffer is theirs only (the checking kernel clears a scratch it gets). */
+    for (stage = BC_DET_STAGE_WINDOW; owners > 0 && stage <= BC_DET_STAGE_SCATTER; stage++) {
+        stages[stage] = p;
+        stages[stage].scratch = buf_ptr;
+        stages[stage].owners = owners;
+        stages[stage].sort_tiles = bc_rows_det_tiles(c->idx.length);
+        stages[stage].stage = stage;
+        stage_args[stage] = &stages[stage];
+        if (stage == BC_DET_STAGE_WINDOW)
+            continue;
+        then[n_then].func = k->add;
+        then[n_then].blocks = (unsigned)bc_rows_det_tiles(c->idx.length);
+        /* COUNT, SCATTER: a counter per owner (owners <= resident blocks, a
+         * few hundred); REDUCE, SCAN: a word per warp */
+        then[n_then].shared_bytes = (unsigned)(4 * (stage == BC_DET_STAGE_COUNT ||
+                                                    stage == BC_DET_STAGE_SCATTER
+                                                ? owners : BC_CUDA_THREADS / 32));
+        then[n_then].args = &stage_args[stage];
+        then[n_then].what = "cuLaunchKernel(bucket pre-pass of the scatter-add of rows)";
+        n_then++;
+    }
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
-        then[0].func = scratch > 0 ? k->wide : k->add;
-        then[0].blocks = (unsigned)plan.blocks;
-        then[0].shared_bytes = scratch > 0 ? 0u : k->add_shared;
-        then[0].args = args;
-        then[0].what = "cuLaunchKernel(scatter-add of rows)";
-        n_then = 1;
-        if (scratch > 0) {
-            then[1].func = k->finish;
-            then[1].blocks = (unsigned)warp_blocks;
-            then[1].args = args;
-            then[1].what = "cuLaunchKernel(finish of the scatter-add of rows)";
-            n_then = 2;
+        then[n_then].func = wide ? k->wide : k->add;
+        then[n_then].blocks = (unsigned)plan.blocks;
+        then[n_then].shared_bytes = wide ? 0u : k->add_shared;
+        then[n_then].args = owners > 0 ? &stage_args[BC_DET_STAGE_WINDOW] : args;
+        then[n_then].what = "cuLaunchKernel(scatter-add of rows)";
+        n_then++;
+        if (wide) {
+            then[n_then].func = k->finish;
+            then[n_then].blocks = (unsigned)warp_blocks;
+            then[n_then].args = args;
+            then[n_then].what = "cuLaunchKernel(finish of the scatter-add of rows)";
+            n_then++;
         }
     }
     rc = bc_cuda_check(api,

@@ -55,8 +55,9 @@ HIST_HEADER = "bincount_cuda_hist.cuh"
 #: Headers of each family's source besides KERNEL_HEADER and DEVICE_HEADER.
 FAMILY_HEADERS = {
     "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det_count.cuh",
-             "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h"),
-    "rows": ("scatter_add_cuda_det.cuh",),
+             "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h", "bc_cuda_det_sort.cuh"),
+    "rows": ("scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
+             "bc_cuda_det_sort.cuh", "bincount_cuda_det.h"),
     "set": (),
 }
 #: Kernel family -> its source file.  A module holds the kernels of one

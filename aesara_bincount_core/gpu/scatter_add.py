@@ -98,6 +98,8 @@ class GpuScatterAdd(GpuCFileOp):
         "bincount_cuda.h",
         "bincount_cuda_driver.h",
         "bincount_cuda_launch.h",
+        "bincount_cuda_det.h",
+        "scatter_add_cuda_det.h",
         "scatter_add_cuda_launch.h",
         "gpuarray_helper.h",
         "cuda_host_cupy.h",

@@ -17,6 +17,9 @@ orders of summation give different bits.
   many bins;
 - ``rows_hot``: a float64 scatter-add onto a base of rows wider than one
   column tile (160), with two hot rows, half of all indices given negative.
+- ``rows_many``: a float64 scatter-add onto a base of ``MANY_N`` indices
+  (hot rows, half given negative), past ``BC_CUDA_ROWS_DET_SORT_MIN``: the
+  bucket pre-pass of ``scatter_add_cuda_det_bucket.cuh``.
 
 ``MANY_BINS`` is 12,000 (12 windows of float64, 6 of float32), or the
 environment's ``DET_CASES_MANY_BINS``, read when the module is imported.
@@ -39,6 +42,7 @@ BINS = 300  # values of x, hot ones first
 ROWS, WIDTH = 200, 40  # the scatter-add's output
 HOT_N, HOT_WIDTH = 3000, 160  # rows_hot: indices, row width (two column tiles)
 MANY_BINS = int(os.environ.get("DET_CASES_MANY_BINS", "12000"))
+MANY_N, MANY_ROWS, MANY_WIDTH = 40_000, 3000, 6  # rows_many: indices, rows, row width
 
 
 def many_indices(rng, n, top):
@@ -82,6 +86,9 @@ def inputs(seed=31):
         "hot_base": wide_values(rng, ROWS * HOT_WIDTH, "float64").reshape(ROWS, HOT_WIDTH),
         "xm": many_indices(rng, N, MANY_BINS).astype("int64"),
         "vm": rng.uniform(-40.0, 40.0, N).astype("float32"),
+        "many_idx": hot_indices(rng, MANY_N, MANY_ROWS) - (rng.random(MANY_N) < 0.5) * MANY_ROWS,
+        "many_inc": wide_values(rng, MANY_N * MANY_WIDTH, "float64").reshape(MANY_N, MANY_WIDTH),
+        "many_base": wide_values(rng, MANY_ROWS * MANY_WIDTH, "float64").reshape(MANY_ROWS, MANY_WIDTH),
     }
 
 
@@ -101,12 +108,15 @@ def functions(deterministic, data=None):
     theta32 = aesara.shared(np.float32(1.0))
     table = at.zeros((ROWS, WIDTH), dtype="float32")
     hot = at.inc_subtensor(gpu.shared(data["hot_base"])[gpu.shared(data["hot_idx"])], gpu.shared(data["hot_inc"]))
+    many = at.inc_subtensor(gpu.shared(data["many_base"])[gpu.shared(data["many_idx"])],
+                            gpu.shared(data["many_inc"]))
     with aesara.config.change_flags(deterministic=deterministic):
         return {
             "bincount": aesara.function([], bincount(gx, weights=gw)),
             "seed": aesara.function([], bincount(gx, weights=at.exp(-theta * gv))),
             "rows": aesara.function([], at.inc_subtensor(table[gidx], ginc)),
             "rows_hot": aesara.function([], hot),
+            "rows_many": aesara.function([], many),
             "many": aesara.function([], bincount(gxm, weights=gw)),
             "seed_many": aesara.function(
                 [], bincount(gxm, weights=at.exp(-theta32 * gvm))),
@@ -125,4 +135,6 @@ def digests(fns, calls):
 
 
 if __name__ == "__main__":
+    # The package of this checkout, not another one the environment installs.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     print(json.dumps(digests(functions(sys.argv[1]), int(sys.argv[2]))))

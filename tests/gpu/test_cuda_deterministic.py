@@ -85,9 +85,10 @@ def test_more_gives_the_same_bits_every_call_and_run_where_default_does_not():
     import det_cases  # and the rows are np.add.at's bits
 
     data = det_cases.inputs()
-    expected = data["hot_base"].copy()
-    np.add.at(expected, data["hot_idx"], data["hot_inc"])
-    assert first["rows_hot"][0] == hashlib.sha256(expected.tobytes()).hexdigest()
+    for case, prefix in (("rows_hot", "hot"), ("rows_many", "many")):
+        expected = data[f"{prefix}_base"].copy()
+        np.add.at(expected, data[f"{prefix}_idx"], data[f"{prefix}_inc"])
+        assert first[case][0] == hashlib.sha256(expected.tobytes()).hexdigest(), case
     if EMULATED:
         default = run_cases("default", 20, FAKE_CUDA_RUNNERS="4", FAKE_CUDA_BLOCK_ORDER="random")
         for case, digests in default.items():
@@ -101,7 +102,7 @@ def test_the_cases_take_the_deterministic_ops():
         fns = det_cases.functions(deterministic)
         kinds = {case: [type(op) for op in ops(f)] for case, f in fns.items()}
         assert GpuBincount in kinds["bincount"] and GpuFusedBincount in kinds["seed"], kinds
-        assert GpuScatterAdd in kinds["rows"] and GpuScatterAdd in kinds["rows_hot"], kinds
+        assert all(GpuScatterAdd in kinds[c] for c in ("rows", "rows_hot", "rows_many")), kinds
         for f in fns.values():
             for op in ops(f):
                 if isinstance(op, (GpuBincount, GpuScatterAdd)):
@@ -213,18 +214,16 @@ HOT_ROWS = {  # name: (rows V, row width D, indices N, hot rows, their share of 
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("onto", ["zeros", "base", "in place"])
-@pytest.mark.parametrize("case", sorted(HOT_ROWS))
-def test_more_hot_rows_are_np_add_at_bit_for_bit(case, onto, dtype):
-    """Hot rows (most indices on one or a few rows), negative indices,
-    signed zeros, subnormals, inf and NaN: np.add.at's bits, and the same
-    bits on a second call (issue 31)."""
-    V, D, N, hot, share = HOT_ROWS[case]
-    rng = np.random.default_rng(len(case) + D)
+def assert_rows_case(V, D, N, hot, share, onto, dtype, seed):
+    """A float scatter-add of N indices onto V rows of D (``onto``: "zeros",
+    "base" or "in place"), ``share`` of the indices on the rows ``hot``,
+    the others in [-V, V), increments with edge values: np.add.at's bits,
+    and the same bits on a second call."""
+    rng = np.random.default_rng(seed)
     idx = rng.integers(-V, V, N)
     on_hot = rng.random(N) < share
-    idx[on_hot] = rng.choice(hot, int(on_hot.sum()))
+    if hot:
+        idx[on_hot] = rng.choice(hot, int(on_hot.sum()))
     inc = edge_values(rng, N * D, dtype).reshape(N, D)
     inc[rng.integers(0, N, 2), rng.integers(0, D, 2)] = [np.nan, np.inf]
     base = np.zeros((V, D), dtype) if onto == "zeros" else rng.standard_normal((V, D)).astype(dtype)
@@ -246,6 +245,17 @@ def test_more_hot_rows_are_np_add_at_bit_for_bit(case, onto, dtype):
     got = cupy().asnumpy(f())
     assert_np_add_at_bits(got, expected)
     assert got.tobytes() == cupy().asnumpy(f()).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("onto", ["zeros", "base", "in place"])
+@pytest.mark.parametrize("case", sorted(HOT_ROWS))
+def test_more_hot_rows_are_np_add_at_bit_for_bit(case, onto, dtype):
+    """Hot rows (most indices on one or a few rows), negative indices,
+    signed zeros, subnormals, inf and NaN: np.add.at's bits, and the same
+    bits on a second call (issue 31)."""
+    V, D, N, hot, share = HOT_ROWS[case]
+    assert_rows_case(V, D, N, hot, share, onto, dtype, seed=len(case) + D)
 
 
 def test_more_rows_broadcast_increments_and_many_rows_per_warp():
