@@ -81,6 +81,25 @@ __device__ __forceinline__ bc_u32 det_warp_scan(bc_u32 v)
     return v;
 }
 
+/* The exclusive scan of v over the block's threads (thread order), from
+ * `base`; `round` gets the block's total.  Every thread calls it (two
+ * barriers); `scratch` holds a word per warp. */
+__device__ __forceinline__ bc_u32 det_block_scan(bc_u32 v, bc_u32 base, bc_u32 *scratch, bc_u32 &round)
+{
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const bc_u32 s = det_warp_scan(v);
+    __syncthreads();
+    if (lane == 31u)
+        scratch[warp] = s;
+    __syncthreads();
+    round = 0;
+    for (unsigned c = 0; c < (blockDim.x >> 5); c++) {
+        base += c < warp ? scratch[c] : 0u;
+        round += scratch[c];
+    }
+    return base + s - v;
+}
+
 /* The run of `entries` (a table's, or the windows') that block b takes:
  * [first, last). */
 __device__ __forceinline__ void det_table_run(bc_i64 entries, bc_i64 &first, bc_i64 &last)
@@ -112,7 +131,6 @@ __device__ __forceinline__ void det_scan_table(bc_u32 *table, bc_i64 keys, bc_i6
                                                const bc_u32 *runs, bc_u32 *starts)
 {
     bc_u32 *scratch = reinterpret_cast<bc_u32 *>(dynamic_shared());
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     bc_i64 first, last;
     det_table_run(keys * tiles, first, last);
     bc_u32 base = det_block_sum(threadIdx.x < blockIdx.x ? runs[threadIdx.x] : 0u, scratch);
@@ -124,20 +142,12 @@ __device__ __forceinline__ void det_scan_table(bc_u32 *table, bc_i64 keys, bc_i6
     for (bc_i64 at = first; at < last; at += blockDim.x) {
         const bc_i64 e = at + threadIdx.x;
         const bc_u32 v = e < last ? table[e] : 0u;
-        const bc_u32 s = det_warp_scan(v);
-        __syncthreads();
-        if (lane == 31u)
-            scratch[warp] = s;
-        __syncthreads();
-        bc_u32 before = base, round = 0;
-        for (unsigned c = 0; c < (blockDim.x >> 5); c++) {
-            before += c < warp ? scratch[c] : 0u;
-            round += scratch[c];
-        }
+        bc_u32 round;
+        const bc_u32 offset = det_block_scan(v, base, scratch, round);
         if (e < last) {
-            table[e] = before + s - v;
+            table[e] = offset;
             if (e % tiles == 0)
-                starts[e / tiles] = before + s - v;
+                starts[e / tiles] = offset;
         }
         base += round;
     }

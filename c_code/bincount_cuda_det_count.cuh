@@ -133,17 +133,8 @@ template <typename W> __device__ __forceinline__ void det_scan(const bc_hist_par
     for (bc_i64 at = first; at < last; at += blockDim.x) {
         const bc_i64 w = at + threadIdx.x;
         const bc_u32 v = w < last ? d.totals[w] : 0u;
-        const bc_u32 s = det_warp_scan(v);
-        __syncthreads();
-        if (lane == 31u)
-            scratch[warp] = s;
-        __syncthreads();
-        bc_u32 mine = before, round = 0;
-        for (unsigned c = 0; c < warps; c++) {
-            mine += c < warp ? scratch[c] : 0u;
-            round += scratch[c];
-        }
-        mine += s - v;
+        bc_u32 round;
+        const bc_u32 mine = det_block_scan(v, before, scratch, round);
         bases[threadIdx.x] = mine;
         if (w < last)
             d.starts[w] = mine;
