@@ -104,7 +104,10 @@ enum {
     DET_ROW_K = BC_CUDA_ROWS_DET_PER_THREAD,
     DET_ROW_CHUNK = BC_CUDA_THREADS * DET_ROW_K,
     DET_ROW_WARPS = BC_CUDA_THREADS / 32,
-    DET_ROW_BATCH_BYTES = 32
+    DET_ROW_BATCH_BYTES = 32,
+    /* A step of 32 staged matches with at least this many of one row of
+     * the warp's goes through them all at fixed offsets, not one by one. */
+    DET_ROW_DENSE = 8
 };
 static_assert(DET_ROW_CHUNK * 12 + DET_ROW_K * DET_ROW_WARPS * 4 + BC_CUDA_ROWS_DET_STAGE_BYTES ==
                   BC_CUDA_ROWS_DET_SHARED_BYTES,
@@ -188,6 +191,20 @@ __device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shar
                 run.store(out, p, col);
                 run.row = first + r0;
                 run.load(out, p, col);
+            }
+            if (__popc(mine) >= DET_ROW_DENSE) {
+                /* A dense step (the hot row's usual one): each of the 32
+                 * staged matches at its fixed offset, those of the warp
+                 * (a uniform predicate) read and added, in order. */
+                const OUT *step = cols + (s - lo) * width;
+#pragma unroll 8
+                for (int b = 0; b < 32; b++)
+                    if ((mine >> b) & 1u)
+#pragma unroll
+                        for (int u = 0; u < T; u++)
+                            if (lane + u * 32 < width)
+                                run.val[u] += step[b * width + u * 32];
+                mine = 0u;
             }
             while (mine != 0u) { /* uniform: every lane holds the same mask */
                 int e[B], got = 0;
