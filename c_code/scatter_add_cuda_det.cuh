@@ -35,8 +35,11 @@
  *      columns of the current row in registers (loaded when the row
  *      changes, stored back when another row comes).  A step of 32 staged
  *      matches whose matches of the warp all fall on one row (a hot row)
- *      takes that row once and then only reads and adds; a tile of at most
- *      64 columns reads and adds two columns a lane, not BC_CUDA_ROWS_TILE.
+ *      takes that row once and then only reads and adds, and when they are
+ *      DET_ROW_DENSE or more, it goes through the 32 staged matches at
+ *      fixed offsets, adding those of the warp (a uniform predicate); a
+ *      tile of at most 64 columns reads and adds two columns a lane, not
+ *      BC_CUDA_ROWS_TILE.
  * With p.owners != 0 (large idx: bc_rows_det_sorted, scatter_add_cuda_det.h)
  * a pre-pass has sorted the positions of idx by owner block, stably
  * (scatter_add_cuda_det_bucket.cuh, whose rows_det_pass is the kernel's
@@ -52,13 +55,14 @@
  * Cost (H200; counts, not measured): idx is read once per block, not per
  * warp, and compacted with two barriers per chunk of 1,024 indices (about
  * 0.35 us a chunk), or, past the threshold, only the block's bucket is
- * read (about 10 us of pre-pass launches); a hot row (a large share of the indices on one row) is
- * still added by one warp, but from shared memory, its increments loaded
- * by the whole block many rows ahead (32 KB in flight), so it is bound by
- * the warp's issue (about 11 instructions an increment of 64 float32
- * columns on a step of one row, 18 on a step that mixes rows) instead of
- * by one round trip to memory per 8 increments.  The figures for the
- * benchmark's case are in docs/semantics.rst.
+ * read (about 10 us of pre-pass launches); a hot row (a large share of
+ * the indices on one row) is still added by one warp, but from shared
+ * memory, its increments loaded by the whole block many rows ahead (32 KB
+ * in flight), so it is bound by the warp's issue (about 6 instructions an
+ * increment of 64 float32 columns on a dense step, 11 on a sparser step of
+ * one row, 18 on a step that mixes rows) or by the stage's supply (32 KB
+ * a load's latency) instead of by one round trip to memory per 8
+ * increments.  The figures are in docs/semantics.rst.
  */
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH
