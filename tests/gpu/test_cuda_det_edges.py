@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpu_cases import AVAILABLE, WHY, assert_matches, cupy  # noqa: E402
+from gpu_cases import AVAILABLE, EMULATED, WHY, assert_matches, cupy  # noqa: E402
 
 aesara = pytest.importorskip("aesara")
 
@@ -37,7 +37,7 @@ from aesara_bincount import gpu  # noqa: E402
 from aesara_bincount.gpu import GpuBincount, GpuScatterAdd  # noqa: E402
 from aesara_bincount_core.cuda import sources  # noqa: E402
 from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
-from test_cuda_deterministic import assert_np_add_at_bits, compile_more, edge_values, ops  # noqa: E402
+from test_cuda_deterministic import assert_np_add_at_bits, compile_more, edge_values, ops, run_cases  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 DET = sources.header_constants("bincount_cuda_det.h", "BC_CUDA_DET_")
@@ -226,6 +226,18 @@ def test_the_fused_seed_loop_across_lengths(dtype):
         assert_bincount(got, x, np.exp(-np.asarray(0.5, dtype=dtype) * v))
 
 
+@pytest.mark.skipif(not EMULATED, reason="varies the emulation's threads and block order")
+def test_33_windows_same_bits_across_thread_counts():
+    """det_cases' ``many`` and ``seed_many`` into 33,792 bins (33 float64
+    windows: the scan stage; 17 float32 ones: the scan inside the scatter)
+    on 1 and 3 threads of the emulation, blocks in a random order."""
+    env = dict(DET_CASES_MANY_BINS=str(33 * WINDOW["float64"]), DET_CASES_ONLY="many,seed_many",
+               FAKE_CUDA_BLOCK_ORDER="random")  # fmt: skip
+    one, three = (run_cases("more", 2, FAKE_CUDA_RUNNERS=r, **env) for r in ("1", "3"))
+    assert sorted(one) == ["many", "seed_many"] and one == three, (one, three)
+    assert all(len(set(d)) == 1 for d in one.values()), one
+
+
 # -- rows: the pre-pass's threshold, hot rows, views, index dtypes ----------------------------
 def tiles(width):
     return -(-width // TILE_COLUMNS)
@@ -278,7 +290,11 @@ def test_rows_all_on_one_row(shape, dtype):
     rng = np.random.default_rng(V)
     idx = {"one row of many": np.full(n, 4321), "last row as -1": np.full(n, -1),
            "one row only": rng.choice([0, -1], n), "two rows": rng.choice([-2, -1, 0, 1], n)}[shape]  # fmt: skip
-    inc = edge_values(rng, n * width, dtype).reshape(n, width)
+    # values near 1 (not edge_values' spread of magnitudes, whose large
+    # ones hide a lost or repeated add when a row takes every index)
+    inc = rng.standard_normal((n, width)).astype(dtype)
+    inc[rng.random((n, width)) < 0.05] = -0.0
+    inc[rng.random((n, width)) < 0.02] = np.finfo(dtype).smallest_subnormal
     for onto in ("zeros", "base", "in place"):
         rows_case(V, idx, inc, onto, dtype, strided=shape == "two rows")
 
