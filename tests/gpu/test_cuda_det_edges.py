@@ -220,6 +220,21 @@ def test_a_bad_index_in_the_last_element_of_the_scatter_form():
     assert table.get_value().tobytes() == before.tobytes()
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_bucket_entries_around_a_chunk(dtype):
+    """Windows holding 4,095, 4,096, 4,097, 1 and 8,192 values (chunks of
+    4,096 bucket entries end inside, at and past a window), from reversed
+    and step-3 views of x and the weights."""
+    rng = np.random.default_rng(18)
+    b = WINDOW[dtype]
+    sizes = [4095, 4096, 4097, 1, 8192]
+    x = np.concatenate([rng.integers(k * b, (k + 1) * b, m) for k, m in enumerate(sizes)] + [[len(sizes) * b]])
+    rng.shuffle(x)
+    w = (rng.standard_normal(len(x)) * 10.0 ** rng.uniform(-4, 4, len(x))).astype(dtype)
+    got = call_twice(more_bincount(gpu.shared(x[::-1].copy())[::-1], gpu.shared(np.repeat(w, 3))[1::3]))
+    assert_bincount(got, x, w)
+
+
 def test_an_empty_x_gives_zeros_also_after_many_bins():
     gx, gw = gpu.shared(np.arange(9000)), gpu.shared(np.ones(9000, dtype="float32"))
     f = more_bincount(gx, gw, minlength=PASS_MAX + 10)
@@ -337,6 +352,20 @@ def test_rows_all_on_one_row(shape, dtype):
     inc[rng.random((n, width)) < 0.02] = np.finfo(dtype).smallest_subnormal
     for onto in ("zeros", "base", "in place"):
         rows_case(V, idx, inc, onto, dtype, strided=shape == "two rows")
+
+
+def test_rows_reversed_and_column_strided_views():
+    V, D, n = 500, 7, SORT_MIN + 3
+    rng = np.random.default_rng(19)
+    idx = rng.integers(-V, V, n)
+    inc = edge_values(rng, 2 * n * D, "float32").reshape(n, 2 * D)
+    base = rng.standard_normal((V, D)).astype("float32")
+    for gi, gv, i, v in ((gpu.shared(idx)[::-1], gpu.shared(inc)[::-1, ::2], idx[::-1], inc[::-1, ::2]),
+                         (gpu.shared(idx), gpu.shared(inc)[:, 1::2], idx, inc[:, 1::2])):  # fmt: skip
+        f = compile_more(gpu_from_host(at.inc_subtensor(gpu.shared(base)[gi], gv)))
+        expected = base.copy()
+        np.add.at(expected, i, v)
+        assert_np_add_at_bits(call_twice(f), expected)
 
 
 @pytest.mark.parametrize("idx_dtype", ["int32", "int64", "uint8"])
