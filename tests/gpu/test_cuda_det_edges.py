@@ -37,7 +37,7 @@ from aesara_bincount import gpu  # noqa: E402
 from aesara_bincount.gpu import GpuBincount, GpuScatterAdd  # noqa: E402
 from aesara_bincount_core.cuda import sources  # noqa: E402
 from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
-from test_cuda_deterministic import assert_np_add_at_bits, compile_more, edge_values, ops, run_cases  # noqa: E402
+from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values, ops, run_cases  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 DET = sources.header_constants("bincount_cuda_det.h", "BC_CUDA_DET_")
@@ -307,20 +307,7 @@ def rows_case(V, idx, inc, onto, dtype, strided=False):
     base = np.zeros((V,) + inc.shape[1:], dtype) if onto == "zeros" else rng.standard_normal((V,) + inc.shape[1:]).astype(dtype)
     if onto != "zeros":
         base[-1] = -0.0
-    expected = base.copy()
-    np.add.at(expected, idx, inc)
-    if onto == "in place":
-        table = gpu.shared(base)
-        step = compile_more([], updates={table: at.inc_subtensor(table[gidx], ginc)})
-        assert [op for op in ops(step) if isinstance(op, GpuScatterAdd)][0].inplace
-        step()
-        assert_np_add_at_bits(table.get_value(), expected)
-        return
-    target = at.zeros(base.shape, dtype=dtype) if onto == "zeros" else gpu.shared(base)
-    f = compile_more(gpu_from_host(at.inc_subtensor(target[gidx], ginc)))
-    assert any(isinstance(op, GpuScatterAdd) and op.deterministic == "more" for op in ops(f)), ops(f)
-    got = call_twice(f)
-    assert_np_add_at_bits(got, expected)
+    assert_rows_bits(base, idx, inc, gidx, ginc, onto)
 
 
 @pytest.mark.parametrize("width, dtype", [(1, "float64"), (31, "float32"), (128, "float64"), (129, "float32"),
