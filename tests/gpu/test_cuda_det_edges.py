@@ -36,6 +36,7 @@ import aesara_bincount  # noqa: E402,F401
 from aesara_bincount import gpu  # noqa: E402
 from aesara_bincount.gpu import GpuBincount, GpuScatterAdd  # noqa: E402
 from aesara_bincount_core.cuda import sources  # noqa: E402
+from aesara_bincount_core.gpu.fused import GpuFusedBincount  # noqa: E402
 from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
 from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values, ops, run_cases  # noqa: E402
 
@@ -204,6 +205,43 @@ def test_lengths_of_x_around_its_tiles(length):
         gx.set_value(x)
         gw.set_value(w)
         assert_bincount(call_twice(f), x, w, length)
+
+
+def test_a_symbolic_minlength_above_and_below_max_x():
+    rng = np.random.default_rng(20)
+    x = rng.integers(0, 9000, 6000)
+    w = rng.standard_normal(6000).astype("float32")
+    m = at.lscalar("m")
+    with aesara.config.change_flags(deterministic="more"):
+        f = aesara.function([m], gpu_from_host(bincount(gpu.shared(x), weights=gpu.shared(w), minlength=m)))
+    assert any(isinstance(op, GpuBincount) and op.deterministic == "more" for op in ops(f)), ops(f)
+    for minlength in (40_000, 10, 33 * 2048, 9000, 0, 4097, 65_537):
+        got = host(f(minlength))
+        assert got.tobytes() == host(f(minlength)).tobytes()
+        assert_bincount(got, x, w, minlength)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_fused_scatter_form_with_negative_indices(dtype):
+    """inc_subtensor(zeros(n)[gidx], exp(-theta * gv)), n of 33 windows,
+    indices in [-n, n); then a bad last index raises IndexError."""
+    n = 33 * WINDOW[dtype]
+    rng = np.random.default_rng(21)
+    idx = rng.integers(-n, n, 7000)
+    idx[:2000] = -1
+    v = rng.uniform(0, 5, 7000).astype(dtype)
+    theta = aesara.shared(np.asarray(0.3, dtype=dtype))
+    gidx = gpu.shared(idx)
+    f = compile_more(gpu_from_host(at.inc_subtensor(at.zeros(n, dtype=dtype)[gidx], at.exp(-theta * gpu.shared(v)))))
+    assert any(isinstance(op, GpuFusedBincount) and op.deterministic == "more" for op in ops(f)), ops(f)
+    w = np.exp(-np.asarray(0.3, dtype=dtype) * v)
+    expected = np.zeros(n)
+    np.add.at(expected, idx, w.astype(np.float64))
+    assert_matches(call_twice(f), expected.astype(dtype), weights=w, x=idx)
+    idx[-1] = -n - 1
+    gidx.set_value(idx)
+    with pytest.raises(IndexError, match=str(-n - 1)):
+        f()
 
 
 def test_a_bad_index_in_the_last_element_of_the_scatter_form():
