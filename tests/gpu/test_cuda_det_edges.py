@@ -38,7 +38,8 @@ from aesara_bincount.gpu import GpuBincount, GpuScatterAdd  # noqa: E402
 from aesara_bincount_core.cuda import sources  # noqa: E402
 from aesara_bincount_core.gpu.fused import GpuFusedBincount  # noqa: E402
 from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
-from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values, ops, run_cases  # noqa: E402
+from test_cuda_deterministic import (  # noqa: E402
+    assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values, ops, run_cases)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 DET = sources.header_constants("bincount_cuda_det.h", "BC_CUDA_DET_")
@@ -92,7 +93,8 @@ def test_output_lengths_around_windows_and_the_scan(dtype, how):
     for L in lengths(dtype):
         edges = np.arange(0, L, WINDOW[dtype])
         top = L if how == "max" else max(L // 3, 1)
-        x = np.concatenate([rng.integers(0, top, 3000), edges[edges < top], np.minimum(edges + WINDOW[dtype] - 1, top - 1)])
+        ends = np.minimum(edges + WINDOW[dtype] - 1, top - 1)
+        x = np.concatenate([rng.integers(0, top, 3000), edges[edges < top], ends])
         x = np.concatenate([x, np.full(500, top - 1)])
         rng.shuffle(x)
         w = (rng.standard_normal(len(x)) * 10.0 ** rng.uniform(-3, 3, len(x))).astype(dtype)
@@ -342,7 +344,8 @@ def rows_case(V, idx, inc, onto, dtype, strided=False):
     rng = np.random.default_rng(len(idx))
     gidx = gpu.shared(np.repeat(idx, 2))[::2] if strided else gpu.shared(idx)
     ginc = gpu.shared(np.repeat(inc, 2, axis=0))[::2] if strided else gpu.shared(inc)
-    base = np.zeros((V,) + inc.shape[1:], dtype) if onto == "zeros" else rng.standard_normal((V,) + inc.shape[1:]).astype(dtype)
+    shape = (V,) + inc.shape[1:]
+    base = np.zeros(shape, dtype) if onto == "zeros" else rng.standard_normal(shape).astype(dtype)
     if onto != "zeros":
         base[-1] = -0.0
     assert_rows_bits(base, idx, inc, gidx, ginc, onto)
