@@ -11,10 +11,15 @@ call whose x needs more or fewer windows than the previous call's length
 (the recount); the top values of small index dtypes; a bad value in the
 last element, also when the first count guessed other windows (ValueError,
 a GPU shared variable left as it was); an empty x; float32 edge weights;
-the fused seed's loop.  Rows against ``np.add.at``, bit for bit: indices
+the fused seed's loop and scatter form; a symbolic minlength; views of x
+and the weights; 33 windows on 1 and 3 emulated threads.  Rows against ``np.add.at``, bit for bit: indices
 times column tiles at and one past the threshold for several row widths;
 every index on one row, on the last row (as -1), one row only; strided
-idx and increments; idx of int32, int64 and uint8.
+idx and increments; rows of a 3-D table, computed indices, the gradient
+of ``W[idx]``; idx of int32, int64 and uint8 (and a bad last index).
+Planted faults these tests catch: the scan inside the scatter taken for 33
+windows, a bucket of rows read one entry short, no recount when x needs
+more windows than counted, the count not refusing x's last value.
 """
 import os
 import sys
