@@ -229,6 +229,15 @@ def assert_rows_case(V, D, N, hot, share, onto, dtype, seed):
     base = np.zeros((V, D), dtype) if onto == "zeros" else rng.standard_normal((V, D)).astype(dtype)
     base[1] = -0.0 if onto != "zeros" else 0.0  # a hot row starting at -0.0
     gidx, ginc = gpu.shared(np.repeat(idx, 2))[::2], gpu.shared(inc)  # idx: a strided view
+    assert_rows_bits(base, idx, inc, gidx, ginc, onto)
+
+
+def assert_rows_bits(base, idx, inc, gidx, ginc, onto):
+    """The scatter-add of ginc at gidx (the GPU's idx and inc) onto zeros
+    of base's shape, onto base or into a shared base in place (``onto``):
+    np.add.at's bits, and the same bits on a second call."""
+    dtype = base.dtype
+    V, D = base.shape[0], base.shape[1:]
     expected = base.copy()
     np.add.at(expected, idx, inc)
     if onto == "in place":
@@ -238,10 +247,11 @@ def assert_rows_case(V, D, N, hot, share, onto, dtype, seed):
         step()
         assert_np_add_at_bits(table.get_value(), expected)
         return
-    target = at.zeros((V, D), dtype=dtype) if onto == "zeros" else gpu.shared(base)
+    target = at.zeros((V, *D), dtype=dtype) if onto == "zeros" else gpu.shared(base)
     f = compile_more(gpu_from_host(at.inc_subtensor(target[gidx], ginc)))
     node_ops = [op for op in ops(f) if isinstance(op, GpuScatterAdd)]
     assert node_ops and node_ops[0].onto == ("zeros" if onto == "zeros" else "base"), ops(f)
+    assert node_ops[0].deterministic == "more", node_ops
     got = cupy().asnumpy(f())
     assert_np_add_at_bits(got, expected)
     assert got.tobytes() == cupy().asnumpy(f()).tobytes()
