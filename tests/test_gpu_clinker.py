@@ -34,8 +34,11 @@ def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
     "op_class,kernel_files",
     [
         (GpuBincount, ("bincount_cuda_kernel.cu", "bincount_cuda_hist.cuh", "bincount_cuda_det.cuh",
-                       "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h", "bincount_cuda_device.cuh")),
-        (GpuScatterAdd, ("scatter_add_cuda_kernel.cu", "scatter_add_cuda_det.cuh", "bincount_cuda_device.cuh")),
+                       "bincount_cuda_det_count.cuh", "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h",
+                       "bc_cuda_det_sort.cuh", "bincount_cuda_device.cuh")),
+        (GpuScatterAdd, ("scatter_add_cuda_kernel.cu", "scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh",
+                         "scatter_add_cuda_det.h", "bc_cuda_det_sort.cuh", "bincount_cuda_det.h",
+                         "bincount_cuda_device.cuh")),
     ],
 )
 def test_cache_version_covers_every_source(monkeypatch, op_class, kernel_files):
