@@ -91,6 +91,14 @@ typedef unsigned int bc_u32;
  * block reads its own indices only, when the indices times the column tiles
  * of a row exceed this (scatter_add_cuda_det.h, bc_rows_det_sorted). */
 #define BC_CUDA_ROWS_DET_SORT_MIN 32768
+/* A block's bucket is hot (a hot row's) when it holds at least this many
+ * entries and more than BC_CUDA_ROWS_DET_HOT_SHARE times its share n / owners:
+ * its columns are then cut into at most BC_CUDA_ROWS_DET_SLICES slices, each
+ * added by a block of its own (scatter_add_cuda_det_bucket.cuh), so that
+ * the hot row's increments come through as many multiprocessors. */
+#define BC_CUDA_ROWS_DET_HOT_MIN 4096
+#define BC_CUDA_ROWS_DET_HOT_SHARE 2
+#define BC_CUDA_ROWS_DET_SLICES 8
 
 /* ---- dtype codes (kernel names use the short names) ---- */
 #define BC_DT_INT8 0    /* i8 */
@@ -177,8 +185,8 @@ typedef struct bc_finish_params {
  * scatter_rows_wide_<idx>_f32 (the same, adding into scratch instead of out)
  * and scatter_rows_finish_<idx>_f32 (out, out_row, idx, n, nrows, row_size,
  * idx_stride, scratch, status); the deterministic kernel
- * scatter_rows_det_<idx>_<out> also reads owners, sort_tiles and stage, and
- * its pre-pass's buckets in scratch.  out[row * out_row + j]
+ * scatter_rows_det_<idx>_<out> also reads owners, slices, slice_cols,
+ * sort_tiles and stage, and its pre-pass's buckets in scratch.  out[row * out_row + j]
  * += inc[i * inc_row + j * inc_elem] for j < row_size, row = idx[i]
  * (wrapped once when negative).  Every field is 8 bytes except the last two.
  */
@@ -200,6 +208,8 @@ typedef struct bc_rows_params {
     bc_i64 items;      /* work items: ceil(n / chunk) * tiles */
     /* Read only by the deterministic kernel (scatter_add_cuda_det.h): */
     bc_i64 owners;     /* 0, or the blocks owning rows whose buckets scratch holds */
+    bc_i64 slices;     /* with owners: column slices of a hot bucket (bc_rows_det_slices) */
+    bc_i64 slice_cols; /* with owners: columns of each slice but the last */
     bc_i64 sort_tiles; /* tiles of idx of the bucket pre-pass (bc_rows_det_tiles) */
     bc_i32 lanes;      /* lanes of a warp that share one row: min(32, row_size) */
     bc_i32 stage;      /* deterministic kernel: BC_DET_STAGE_* (0: the adds) */

@@ -85,18 +85,21 @@ template <typename OUT> struct det_run {
     OUT val[TILE];
     bc_i64 row = -1;
 
-    __device__ __forceinline__ void store(OUT *out, const bc_rows_params &p, bc_i64 col) const
+    /* The lane's columns col + 32 t of the tile's `width` (lane + 32 t < width). */
+    __device__ __forceinline__ void store(OUT *out, const bc_rows_params &p, bc_i64 col, int width) const
     {
+        const int lane = (int)(threadIdx.x & 31u);
 #pragma unroll
         for (int t = 0; t < TILE; t++)
-            if (row >= 0 && col + t * 32 < p.row_size)
+            if (row >= 0 && lane + t * 32 < width)
                 out[row * p.out_row + col + t * 32] = val[t];
     }
-    __device__ __forceinline__ void load(const OUT *out, const bc_rows_params &p, bc_i64 col)
+    __device__ __forceinline__ void load(const OUT *out, const bc_rows_params &p, bc_i64 col, int width)
     {
+        const int lane = (int)(threadIdx.x & 31u);
 #pragma unroll
         for (int t = 0; t < TILE; t++)
-            val[t] = col + t * 32 < p.row_size ? out[row * p.out_row + col + t * 32] : (OUT)0;
+            val[t] = lane + t * 32 < width ? out[row * p.out_row + col + t * 32] : (OUT)0;
     }
 };
 
@@ -192,9 +195,9 @@ __device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shar
         const bc_i64 first = __shfl_sync(FULL_WARP, r, __ffs((int)mine) - 1);
         if (__all_sync(FULL_WARP, ((mine >> lane) & 1u) == 0u || r == first)) {
             if (first + r0 != run.row) {
-                run.store(out, p, col);
+                run.store(out, p, col, width);
                 run.row = first + r0;
-                run.load(out, p, col);
+                run.load(out, p, col, width);
             }
             if (__popc(mine) >= DET_ROW_DENSE) {
                 /* A dense step (the hot row's usual one): each of the 32
@@ -238,38 +241,83 @@ __device__ __forceinline__ void det_add_staged(det_run<OUT> &run, const det_shar
             }
         }
         while (mine != 0u) { /* uniform: every lane holds the same mask */
-            bc_i64 rs[B];
-            int e[B];
+            int ls[B]; /* the lanes of the next B matches (their rows in r), or -1 */
             OUT x[B][T];
 #pragma unroll
             for (int b = 0; b < B; b++) {
-                rs[b] = -1;
-                e[b] = 0;
+                ls[b] = -1;
                 if (mine != 0u) {
-                    const int l = __ffs((int)mine) - 1;
+                    ls[b] = __ffs((int)mine) - 1;
                     mine &= mine - 1u;
-                    rs[b] = __shfl_sync(FULL_WARP, r, l) + r0;
-                    e[b] = s + l - lo;
                 }
             }
 #pragma unroll
             for (int b = 0; b < B; b++)
 #pragma unroll
                 for (int u = 0; u < T; u++)
-                    x[b][u] = rs[b] >= 0 && lane + u * 32 < width ? cols[e[b] * width + u * 32] : (OUT)0;
+                    x[b][u] = ls[b] >= 0 && lane + u * 32 < width
+                                  ? cols[(s - lo + ls[b]) * width + u * 32] : (OUT)0;
 #pragma unroll
             for (int b = 0; b < B; b++) {
-                if (rs[b] < 0)
+                if (ls[b] < 0)
                     break;
-                if (rs[b] != run.row) {
-                    run.store(out, p, col);
-                    run.row = rs[b];
-                    run.load(out, p, col);
+                const bc_i64 row = __shfl_sync(FULL_WARP, r, ls[b]) + r0;
+                if (row != run.row) {
+                    run.store(out, p, col, width);
+                    run.row = row;
+                    run.load(out, p, col, width);
                 }
 #pragma unroll
                 for (int u = 0; u < T; u++)
                     run.val[u] += x[b][u];
             }
+        }
+    }
+}
+
+/* det_add_staged for a tile of at most 32 columns (one a lane), with fewer
+ * registers (no batches): a dense step of one row as there, any other
+ * step one match at a time.  For det_bucket_adds's streamed chunks, whose
+ * next chunk's increments are in flight, in registers, meanwhile. */
+template <typename OUT>
+__device__ __forceinline__ void det_add_lean(det_run<OUT> &run, const det_shared<OUT> &sh,
+                                             const bc_rows_params &p, int lo, int hi, bc_i64 a,
+                                             bc_i64 z, bc_i64 r0, bc_i64 col, int width)
+{
+    OUT *out = reinterpret_cast<OUT *>(p.out);
+    const int lane = (int)(threadIdx.x & 31u);
+    const bool live = lane < width;
+    for (int s = lo; s < hi; s += 32) {
+        const bc_i64 r = s + lane < hi ? sh.row[s + lane] : -1;
+        unsigned mine = __ballot_sync(FULL_WARP, r >= a && r < z);
+        if (mine == 0u)
+            continue;
+        const OUT *step = sh.stage + lane + (s - lo) * width;
+        const bc_i64 first = __shfl_sync(FULL_WARP, r, __ffs((int)mine) - 1);
+        if (__popc(mine) >= DET_ROW_DENSE &&
+            __all_sync(FULL_WARP, ((mine >> lane) & 1u) == 0u || r == first)) {
+            if (first + r0 != run.row) {
+                run.store(out, p, col, width);
+                run.row = first + r0;
+                run.load(out, p, col, width);
+            }
+#pragma unroll 8
+            for (int b = 0; b < 32; b++)
+                if (((mine >> b) & 1u) && live)
+                    run.val[0] += step[b * width];
+            continue;
+        }
+        while (mine != 0u) { /* uniform: every lane holds the same mask */
+            const int l = __ffs((int)mine) - 1;
+            mine &= mine - 1u;
+            const bc_i64 row = __shfl_sync(FULL_WARP, r, l) + r0;
+            if (row != run.row) {
+                run.store(out, p, col, width);
+                run.row = row;
+                run.load(out, p, col, width);
+            }
+            if (live)
+                run.val[0] += step[l * width];
         }
     }
 }
@@ -300,113 +348,71 @@ __device__ __forceinline__ void det_stage_add(det_run<OUT> &run, const det_share
         __syncthreads();
         if (hi < total)
             det_stage_load(p, sh, c0, hi, hi + per < total ? hi + per : total, col0, width, v);
-        if (width <= 64)
+        if (width <= 32)
+            det_add_staged<1>(run, sh, p, lo, hi, a, z, r0, col, width);
+        else if (width <= 64)
             det_add_staged<2>(run, sh, p, lo, hi, a, z, r0, col, width);
         else
             det_add_staged<TILE>(run, sh, p, lo, hi, a, z, r0, col, width);
     }
 }
 
-/* The adds (the checking kernel ran first and found no bad index).  With
- * p.owners != 0, the block reads its bucket of positions of idx (the
- * pre-pass, scatter_add_cuda_det_bucket.cuh) in place of all of idx. */
-template <typename I, typename OUT> __device__ __forceinline__ void rows_det(const bc_rows_params &p)
+/* The adds of one column tile (`width` columns from col0; this lane's
+ * column col) over all of idx, in chunks (no bucket pre-pass): each chunk's
+ * indices in the block's rows [r0, r0 + span), compacted in index order,
+ * their increments staged `per` at a time; each warp adds those of its rows
+ * [a, z).  The run is the warp's current row (stored by the caller). */
+template <typename I, typename OUT>
+__device__ __forceinline__ void det_scan(det_run<OUT> &run, const det_shared<OUT> &sh,
+                                         const bc_rows_params &p, bc_i64 r0, bc_i64 span, bc_i64 a,
+                                         bc_i64 z, bc_i64 col, bc_i64 col0, int width, int per)
 {
-    enum {
-        TILE = BC_CUDA_ROWS_TILE, K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS,
-        STAGE = BC_CUDA_ROWS_DET_STAGE_BYTES / (int)sizeof(OUT)
-    };
+    enum { K = DET_ROW_K, CH = DET_ROW_CHUNK, NW = DET_ROW_WARPS };
     const I *idx = reinterpret_cast<const I *>(p.idx);
-    OUT *out = reinterpret_cast<OUT *>(p.out);
     const int t = (int)threadIdx.x, lane = t & 31, w = t >> 5;
-    const bc_i64 owners = (bc_i64)gridDim.x < p.nrows ? (bc_i64)gridDim.x : p.nrows;
-    if ((bc_i64)blockIdx.x >= owners)
-        return;
-    /* The block's rows [r0, r0 + span), the warp's [a, z) of them (as
-     * offsets from r0; none when the block has fewer rows than warps). */
-    bc_i64 r0, r1, a = 0, z = 0;
-    det_share(p.nrows, owners, (bc_i64)blockIdx.x, r0, r1);
-    const bc_i64 span = r1 - r0, wowners = span < (bc_i64)NW ? span : (bc_i64)NW;
-    if (w < wowners)
-        det_share(span, wowners, w, a, z);
-    const det_shared<OUT> sh;
-    /* The bucket: its positions [e0, e1) of the buffer `bucket`. */
-    const bc_u32 *bucket = nullptr;
-    bc_i64 e0 = 0, e1 = 0;
-    if (p.owners != 0) {
-        const bc_rows_det_layout l = bc_rows_det_make_layout(p.n, p.owners, p.sort_tiles);
-        const bc_u32 *starts = reinterpret_cast<const bc_u32 *>(p.scratch + l.starts);
-        bucket = reinterpret_cast<const bc_u32 *>(p.scratch + l.pos);
-        e0 = starts[blockIdx.x];
-        e1 = starts[blockIdx.x + 1];
-    }
-    for (bc_i64 col0 = 0; col0 < p.row_size; col0 += 32 * TILE) {
-        const bc_i64 col = col0 + lane;
-        const bc_i64 left = p.row_size - col0, full = 32 * TILE;
-        const int width = (int)(left < full ? left : full);
-        const int per = (int)STAGE / width < (int)CH ? (int)STAGE / width : (int)CH; /* matches a stage holds */
-        det_run<OUT> run;
-        for (bc_i64 c0 = e0; bucket != nullptr && c0 < e1; c0 += CH) {
-            /* The bucket's next chunk: its positions, in index order. */
-            const int total = (int)(e1 - c0 < (bc_i64)CH ? e1 - c0 : (bc_i64)CH);
-            __syncthreads(); /* the previous chunk's matches are added */
+    I next[K];
 #pragma unroll
-            for (int k = 0; k < K; k++) {
-                const int e = k * BC_CUDA_THREADS + t;
-                if (e < total) {
-                    const bc_i64 i = bucket[c0 + e];
-                    sh.pos[e] = (int)i;
-                    sh.row[e] = det_row(idx[i * p.idx_stride], p.nrows) - r0;
-                }
-            }
-            __syncthreads();
-            det_stage_add(run, sh, p, 0, total, per, a, z, r0, col, col0, width);
-        }
-        I next[K];
+    for (int k = 0; k < K; k++) {
+        const bc_i64 i = (bc_i64)(k * BC_CUDA_THREADS + t);
+        next[k] = i < p.n ? idx[i * p.idx_stride] : (I)0;
+    }
+    for (bc_i64 c0 = 0; c0 < p.n; c0 += CH) {
+        /* 1. The chunk's indices in this block's rows, compacted in index
+         * order; the next chunk's indices are loaded meanwhile. */
+        bc_i64 row[K];
+        unsigned hit[K];
 #pragma unroll
         for (int k = 0; k < K; k++) {
-            const bc_i64 i = (bc_i64)(k * BC_CUDA_THREADS + t);
-            next[k] = i < p.n && bucket == nullptr ? idx[i * p.idx_stride] : (I)0;
+            const bc_i64 i = c0 + k * BC_CUDA_THREADS + t;
+            row[k] = i < p.n ? det_row(next[k], p.nrows) - r0 : -1;
+            const bc_i64 ni = i + CH;
+            next[k] = ni < p.n ? idx[ni * p.idx_stride] : (I)0;
+            hit[k] = __ballot_sync(FULL_WARP, row[k] >= 0 && row[k] < span);
+            if (lane == 0)
+                sh.count[k * NW + w] = __popc(hit[k]);
         }
-        for (bc_i64 c0 = 0; bucket == nullptr && c0 < p.n; c0 += CH) {
-            /* 1. The chunk's indices in this block's rows, compacted in
-             * index order; the next chunk's indices are loaded meanwhile. */
-            bc_i64 row[K];
-            unsigned hit[K];
+        __syncthreads();
+        int total = 0, at[K];
 #pragma unroll
-            for (int k = 0; k < K; k++) {
-                const bc_i64 i = c0 + k * BC_CUDA_THREADS + t;
-                row[k] = i < p.n ? det_row(next[k], p.nrows) - r0 : -1;
-                const bc_i64 ni = i + CH;
-                next[k] = ni < p.n ? idx[ni * p.idx_stride] : (I)0;
-                hit[k] = __ballot_sync(FULL_WARP, row[k] >= 0 && row[k] < span);
-                if (lane == 0)
-                    sh.count[k * NW + w] = __popc(hit[k]);
+        for (int k = 0; k < K; k++) {
+#pragma unroll
+            for (int u = 0; u < NW; u++) {
+                if (u == w)
+                    at[k] = total + __popc(hit[k] & ((1u << lane) - 1u));
+                total += sh.count[k * NW + u];
             }
-            __syncthreads();
-            int total = 0, at[K];
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-#pragma unroll
-                for (int u = 0; u < NW; u++) {
-                    if (u == w)
-                        at[k] = total + __popc(hit[k] & ((1u << lane) - 1u));
-                    total += sh.count[k * NW + u];
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                if ((hit[k] >> lane) & 1u) {
-                    sh.row[at[k]] = row[k];
-                    sh.pos[at[k]] = k * BC_CUDA_THREADS + t;
-                }
-            }
-            __syncthreads();
-            /* 2. The matches' increments, staged in shared memory by the
-             * whole block, and 3. the adds. */
-            det_stage_add(run, sh, p, c0, total, per, a, z, r0, col, col0, width);
         }
-        run.store(out, p, col);
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if ((hit[k] >> lane) & 1u) {
+                sh.row[at[k]] = row[k];
+                sh.pos[at[k]] = k * BC_CUDA_THREADS + t;
+            }
+        }
+        __syncthreads();
+        /* 2. The matches' increments, staged in shared memory by the whole
+         * block, and 3. the adds. */
+        det_stage_add(run, sh, p, c0, total, per, a, z, r0, col, col0, width);
     }
 }
 

@@ -28,6 +28,32 @@ BC_DET_FN int bc_rows_det_sorted(long long n, long long nrows, long long row_siz
            n > BC_CUDA_ROWS_DET_SORT_MIN / (tiles > 0 ? tiles : 1);
 }
 
+/* The column slices of a hot bucket (bc_rows_det_hot) of rows of `row_size`
+ * elements of `itemsize` bytes, at most BC_CUDA_ROWS_DET_SLICES, and in
+ * *cols the columns of each but the last: a multiple of the columns whose
+ * increments of a whole chunk of DET_ROW_CHUNK entries fill the stage
+ * (8 float32, 4 float64; 32 bytes), so that a slice reads whole sectors.
+ * Sizes only, never the device: the adds' grid is owners x slices. */
+BC_DET_FN long long bc_rows_det_slices(long long row_size, long long itemsize, long long *cols)
+{
+    const long long least = BC_CUDA_ROWS_DET_STAGE_BYTES /
+                            ((long long)BC_CUDA_THREADS * BC_CUDA_ROWS_DET_PER_THREAD * itemsize);
+    long long each = (row_size + BC_CUDA_ROWS_DET_SLICES - 1) / BC_CUDA_ROWS_DET_SLICES;
+    each = (each + least - 1) / least * least;
+    if (each < 1)
+        each = 1;
+    *cols = each;
+    return row_size > each ? (row_size + each - 1) / each : 1;
+}
+
+/* Whether a bucket of `entries` positions, of `n` indices cut among
+ * `owners` blocks, is hot: its columns then go to the slices' blocks. */
+BC_DET_FN int bc_rows_det_hot(long long entries, long long n, long long owners)
+{
+    return entries >= BC_CUDA_ROWS_DET_HOT_MIN &&
+           entries > BC_CUDA_ROWS_DET_HOT_SHARE * (n / (owners > 0 ? owners : 1));
+}
+
 /* Tiles of idx of the pre-pass (each a block of its stages): as the
  * histogram's bucket path cuts x, from the length of idx alone. */
 BC_DET_FN long long bc_rows_det_tiles(long long n)

@@ -322,6 +322,8 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
         stages[stage] = p;
         stages[stage].scratch = buf_ptr;
         stages[stage].owners = owners;
+        stages[stage].slices = bc_rows_det_slices(c->row_size, c->out_itemsize,
+                                                  &stages[stage].slice_cols);
         stages[stage].sort_tiles = bc_rows_det_tiles(c->idx.length);
         stages[stage].stage = stage;
         stage_args[stage] = &stages[stage];
@@ -340,7 +342,10 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     }
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
         then[n_then].func = wide ? k->wide : k->add;
-        then[n_then].blocks = (unsigned)plan.blocks;
+        /* with the buckets, owners x slices (rows_det: a hot bucket's
+         * slices' blocks first, scatter_add_cuda_det_bucket.cuh) */
+        then[n_then].blocks = (unsigned)(owners > 0 ? owners * stages[BC_DET_STAGE_WINDOW].slices
+                                                    : plan.blocks);
         then[n_then].shared_bytes = wide ? 0u : k->add_shared;
         then[n_then].args = owners > 0 ? &stage_args[BC_DET_STAGE_WINDOW] : args;
         then[n_then].what = "cuLaunchKernel(scatter-add of rows)";

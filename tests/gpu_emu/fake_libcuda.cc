@@ -170,7 +170,7 @@ std::deque<generated_entry> generated; /* stable addresses: the handles */
 
 std::mutex lock;
 std::map<const void *, int> max_dynamic_shared; /* per function */
-long long counters[12];                         /* see fake_cuda_counters, fake_cuda_counter */
+long long counters[13];                         /* see fake_cuda_counters, fake_cuda_counter */
 /* Page-locked allocations live now (cuMemHostAlloc, cuMemFreeHost): their sizes. */
 std::map<const void *, size_t> pinned;
 /* The sticky error of the (every) context: after a kernel made a misaligned
@@ -383,13 +383,14 @@ void fake_cuda_counters(long long *out)
  * pageable memory (each one a wait for the stream, as on a GPU: the driver
  * copies through a staging buffer and returns when the copy is done),
  * [10] page-locked allocations live now, [11] the grid (blocks) of the last
- * launch of a generated kernel. */
+ * launch of a generated kernel, [12] that of the last launch of a kernel of
+ * the package's modules. */
 long long fake_cuda_counter(int which)
 {
     std::lock_guard<std::mutex> g(lock);
     if (which == 10)
         return (long long)pinned.size();
-    return which >= 0 && which < 12 ? counters[which] : -1;
+    return which >= 0 && which < 13 ? counters[which] : -1;
 }
 
 /* Test API: make the next call of kind `which` (0 launch, 1 memset, 2 device-to-host
@@ -743,6 +744,7 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         if ((int)shared > limit)
             return ERR_INVALID_VALUE;
         counters[0]++;
+        counters[12] = gx;
         if (k->finish == 0) {
             const long long wave = (long long)env_int("FAKE_CUDA_SMS", 2) *
                                    resident_blocks((int)bx, (long long)shared);
