@@ -46,7 +46,10 @@
  * body and checks the status first), and step 1 becomes: the block's next
  * DET_ROW_CHUNK positions of its bucket, in index order, and their rows,
  * written to the same shared arrays; steps 2 and 3 are the same
- * (det_stage_add).
+ * (det_stage_add).  There a hot bucket's columns are cut into slices, each
+ * a block's, and a slice or row of at most 32 bytes is streamed (its next
+ * round of increments loading while this one is added, det_add_lean):
+ * rows_det and det_bucket_streamed, scatter_add_cuda_det_bucket.cuh.
  * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
  * det_shared) holds the chunk's matches, the warps' counts and the stage.
  * So every row receives its increments in index order, one add each, rounded
@@ -56,13 +59,15 @@
  * warp, and compacted with two barriers per chunk of 1,024 indices (about
  * 0.35 us a chunk), or, past the threshold, only the block's bucket is
  * read (about 10 us of pre-pass launches); a hot row (a large share of
- * the indices on one row) is still added by one warp, but from shared
- * memory, its increments loaded by the whole block many rows ahead (32 KB
- * in flight), so it is bound by the warp's issue (about 6 instructions an
- * increment of 64 float32 columns on a dense step, 11 on a sparser step of
- * one row, 18 on a step that mixes rows) or by the stage's supply (32 KB
- * a load's latency) instead of by one round trip to memory per 8
- * increments.  The figures are in docs/semantics.rst.
+ * the indices on one row) is still added by one warp per column tile, but
+ * from shared memory, its increments loaded by the whole block many rows
+ * ahead (32 KB in flight), so it is bound by the warp's issue (about 6
+ * instructions an increment of 64 float32 columns on a dense step, 11 on
+ * a sparser step of one row, 18 on a step that mixes rows) or by the
+ * stage's supply (32 KB a load's latency) instead of by one round trip to
+ * memory per 8 increments; past the threshold, by the chain of dependent
+ * adds of each column (its slices' blocks, det_add_lean: about 4 cycles an
+ * increment).  The figures are in docs/semantics.rst.
  */
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH

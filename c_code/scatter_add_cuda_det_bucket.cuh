@@ -28,9 +28,15 @@
  *            in a group of 32 by __match_any_sync, warps in warp order): a
  *            stable scatter, so each bucket holds its positions in
  *            increasing order.
- * Then the adds (stage 0, p.owners != 0) read block b's bucket
- * [starts[b], starts[b + 1]) in chunks in place of idx: the same matches,
- * in the same order, as the scan of idx finds, so the same adds and bits.
+ * Then the adds (stage 0, p.owners != 0, rows_det below) read block b's
+ * bucket [starts[b], starts[b + 1]) in chunks in place of idx: the same
+ * matches, in the same order, as the scan of idx finds, so the same adds
+ * and bits.  A hot bucket (bc_rows_det_hot: a hot row's) has its columns
+ * cut into slices, each added by a block of its own, so that the hot
+ * row's increments come through several multiprocessors and each column's
+ * chain of adds runs beside the others; a slice (or a row) of at most 32
+ * bytes is streamed, the next round's increments and indices loading while
+ * this round is added (det_bucket_streamed).
  * Cost: idx read twice by the grid (not once per block and column tile),
  * 4 bytes written and read per index, a table of owners x tiles counts.
  */

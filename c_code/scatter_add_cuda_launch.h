@@ -63,9 +63,11 @@
  * For large idx (bc_rows_det_sorted: sizes only) the same kernel is first
  * launched four times more, the stages of its bucket pre-pass (COUNT,
  * REDUCE, SCAN, SCATTER of scatter_add_cuda_det_bucket.cuh, a block per tile
- * of idx, bc_rows_det_tiles), queued after the check with the adds; their
- * buffer (bc_rows_det_make_layout) sits before the status in the call's one
- * allocation, as the float64 scratch does (no memory: the adds scan idx).
+ * of idx, bc_rows_det_tiles), queued after the check with the adds, which
+ * then get owners x bc_rows_det_slices blocks (a hot bucket's column slices'
+ * blocks first); their buffer (bc_rows_det_make_layout) sits before the
+ * status in the call's one allocation, as the float64 scratch does (no
+ * memory: the adds scan idx).
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
 #define AESARA_SCATTER_ADD_CUDA_LAUNCH_H
