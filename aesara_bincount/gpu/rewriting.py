@@ -197,16 +197,14 @@ def local_gpu_scatter_set(fgraph, node):
 
 @node_rewriter([GpuFromHost])
 def local_gpu_transfer_round_trip(fgraph, node):
-    """``GpuFromHost(HostFromGpu(g))`` is ``g`` (the same values, no copies)."""
+    """``GpuFromHost(HostFromGpu(g))`` is ``g`` (the same values, no copies),
+    also when ``g``'s static shape is the more precise one (a lifted Op's
+    output, whose shape the rewrites of the host graph have since found)."""
     g = _from_gpu(node.inputs[0])
-    if g is None:
+    if g is None or not node.outputs[0].type.is_super(g.type):
         return False
-    old = node.outputs[0]
-    out = g if g.type == old.type else old.type.filter_variable(g, allow_convert=True)
-    if out.type != old.type:
-        return False
-    copy_stack_trace(old, out)
-    return [out]
+    copy_stack_trace(node.outputs[0], g)
+    return [g]
 
 
 optdb.register(

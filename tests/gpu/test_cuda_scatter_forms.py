@@ -45,6 +45,29 @@ def test_confusion_matrix_of_gpu_weights():
         f(np.array([0, 1]), np.array([0, 3]))
 
 
+@pytest.mark.parametrize("width", [1, 2])
+def test_scatter_add_onto_constant_zeros_stays_on_the_gpu(width):
+    """Onto zeros of a constant shape: for one column Aesara asserts the
+    increments' shape (SpecifyShape, lifted through the table), and the
+    result, whose static shape the host graph found, needs no copy back to
+    the GPU; np.add.at's values, -0.0 and NaN included."""
+    from aesara_bincount_core.gpu.transfer import gpu_from_host
+    from lift_cases import inner_transfers
+
+    idx = np.array([1, 4, 4, -1, 0, 2])
+    inc = np.array([1.5, -0.0, 2.0, np.nan, -3.0, 0.25], "float32").repeat(width).reshape(6, width)
+    out = at.inc_subtensor(at.zeros((5, width), dtype="float32")[gpu.shared(idx)], gpu.shared(inc))
+    f = aesara.function([], gpu_from_host(out))
+    ops = names(f)
+    assert "GpuScatterAdd" in ops and "ScatterAdd" not in ops and not inner_transfers(f), ops
+    assert "HostFromGpu" not in ops and "GpuFromHost" not in ops, ops
+    want = np.zeros((5, width), "float32")
+    np.add.at(want, idx, inc)
+    got = to_host(f())
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == (5, width)
+
+
 def test_update_of_a_gpu_matrix_in_place_and_errors_write_nothing():
     W = gpu.shared(np.zeros((4, 3), dtype="float32"), name="W")
     r, c = at.lvectors("r", "c")

@@ -334,6 +334,20 @@ def test_inc_subtensor_of_a_bad_shape_raises_as_on_the_cpu():
     assert_same(f(3), ref(3))
 
 
+def test_specify_shape_is_the_array_itself_checked_on_the_host():
+    X = gpu.shared(_floats((4, 1), "float64"))
+    k = at.lscalar("k")
+    outs = [at.specify_shape(X, (4, 1)) * 2, at.specify_shape(X, (None, 1)).sum(axis=1),
+            at.specify_shape(X, (k, None)) - 1]  # fmt: skip
+    check([k], outs, {"SpecifyShape"}, args=(4,))
+    f, ref = compile_pair([k], at.specify_shape(X, (k, 1)) * 2)
+    assert "SpecifyShape" in hosted(f)
+    for call in (ref, f):  # the host Op's check (its C code's message or its perform's)
+        with pytest.raises(AssertionError, match=r"SpecifyShape: .*4.*expected \(?3"):
+            call(3)
+    assert_same(f(4), ref(4))
+
+
 def test_clip_runs_as_a_gpu_elemwise():
     x = gpu.shared(np.array([-2.0, -0.0, 0.0, 0.25, np.nan, np.inf]))
     f, ref = compile_pair([], at.clip(x, -0.5, 0.5))

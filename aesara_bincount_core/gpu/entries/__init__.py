@@ -14,6 +14,7 @@ its Ops (``aesara/link/jax/dispatch/`` has one module per group too):
 - :mod:`.extra_ops`: ``SearchsortedOp``, ``CumOp``, ``Repeat``, ``SortOp``,
   ``ArgSortOp``;
 - :mod:`.subtensor`: ``IncSubtensor`` (inc and set, slices and integers);
+- :mod:`.shape`: ``SpecifyShape`` (the array itself, its shape checked);
 - :mod:`.notes`: the Ops served by rewrites of their own and those that
   stay on the host, for the documentation page.
 """
@@ -24,6 +25,7 @@ from aesara_bincount_core.gpu.entries import (  # noqa: F401 (each registers its
     extra_ops,
     nnet,
     notes,
+    shape,
     subtensor,
     twins,
 )

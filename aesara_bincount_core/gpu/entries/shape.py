@@ -1,0 +1,31 @@
+"""Table entry of ``SpecifyShape``: the GPU array itself, its shape checked on the host.
+
+Aesara puts a ``SpecifyShape`` where a graph asserts a shape: on the
+increments of a scatter-add onto zeros of shape ``(V, 1)``, and wherever a
+static shape is given.  On GPU data the node checks the CuPy array's
+shape (a host attribute: no copy, no wait) with the host Op's own check,
+so it raises the host Op's ``AssertionError`` with the same message, and
+returns the array itself (a view, as the host Op declares).
+"""
+from aesara.tensor.shape import SpecifyShape
+
+from aesara_bincount_core.gpu.table import register
+
+
+def _shape_inputs(node):
+    return tuple(range(1, len(node.inputs)))
+
+
+@register(
+    SpecifyShape, family="views", cupy="none: the array itself, its shape checked on the host",
+    host_inputs=_shape_inputs, view_map={0: [0]},
+    accepts_text="any GPU dtype and strides; the shape stays on the host",
+    outputs="the input itself (a view); raises the host Op's AssertionError on another shape",
+)  # fmt: skip
+def _specify_shape_funcify(op, node):
+    def specify_shape(x, *shape):
+        out = [None]
+        op.perform(node, [x, *shape], [out])  # reads x.ndim and x.shape only
+        return out
+
+    return specify_shape
