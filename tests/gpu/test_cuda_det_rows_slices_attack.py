@@ -15,8 +15,19 @@ increments given as strided views, transposed, broadcast along rows or
 columns, or a scalar; -0.0, subnormals, NaN and inf in the hot row; an
 in-place update run twice; one compiled function whose idx switches
 between hot, spread, sorted, short, empty and bad (IndexError, the table
-bit-identical); two hot buckets at once (more multiprocessors on the
-emulation, in a process of its own).
+bit-identical) or whose table changes shape; bad indices of every dtype
+in a hot bucket; idx of two dimensions; increments that are views of the
+table updated in place; few rows (fewer owners than blocks); buckets of
+40 x 512 +- a few entries (the streamed rounds' edges) and of 4,095 / 4,096
+(the hot minimum); below the pre-pass, det_add_staged's 1, 2 and 4 columns
+a lane; two hot buckets at once and other devices in random block order
+(the emulation's multiprocessors, in a process of their own).
+
+Checked against planted faults (each made tests here fail, then was
+undone): slice blocks s > 0 skipping their last column; det_add_lean's
+mixed step taking its matches highest lane first; det_bucket_streamed
+dropping the last entry of a partial round; det_stage_add taking one
+column a lane up to 40 columns.
 """
 import os
 import subprocess
@@ -123,7 +134,7 @@ IDX_DTYPES = {  # dtype: (V, hot rows)
 }
 
 
-@pytest.mark.parametrize("width,dtype", [(8, "float32"), (20, "float64"), (33, "float32")])
+@pytest.mark.parametrize("width,dtype", [(8, "float32"), (20, "float64")])
 @pytest.mark.parametrize("idx_dtype", sorted(IDX_DTYPES))
 def test_idx_dtypes_with_hot_values(idx_dtype, width, dtype):
     V, hot = IDX_DTYPES[idx_dtype]
@@ -190,7 +201,7 @@ def test_three_dim_view_base_and_transposed_inc(D, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kind", ["row", "column", "scalar"])
-@pytest.mark.parametrize("D", [8, 9, 65])
+@pytest.mark.parametrize("D", [9, 65])
 def test_broadcast_increments_hot_row(D, kind, dtype):
     """One row for every index; one value per index along its row (N, 1);
     one value for every element."""
@@ -211,8 +222,8 @@ def test_broadcast_increments_hot_row(D, kind, dtype):
 
 # -- one row, edge values ---------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("row", [0, -1, 401])
-@pytest.mark.parametrize("D", [1, 2, 8, 16, 40])
+@pytest.mark.parametrize("row", [0, -1])
+@pytest.mark.parametrize("D", [2, 8, 16, 40])
 def test_all_indices_on_one_row(D, row, dtype):
     V, N = 800, SORT_MIN + 1
     assert sorted_path(N, D)
@@ -348,7 +359,7 @@ def test_few_rows_hot_row(V, D, dtype):
 
 # -- a bucket's size at the rounds' and chunks' edges ---------------------------------------------
 @pytest.mark.parametrize("dtype,D", [("float32", 8), ("float64", 4), ("float64", 9), ("float32", 40)])
-@pytest.mark.parametrize("extra", [-1, 0, 1, 511, 513])
+@pytest.mark.parametrize("extra", [-1, 1, 513])
 def test_hot_bucket_sizes_at_round_edges(extra, D, dtype):
     """Owner 1's bucket holds exactly 40 x 512 + extra entries (rounds of
     512 of the streamed adds, chunks of 1,024), most on one row, the first
@@ -503,3 +514,45 @@ def test_one_function_table_shape_changes():
         expected = base.copy()
         np.add.at(expected, idx, inc)
         assert_np_add_at_bits(table.get_value(), expected)
+
+
+# -- increments that alias the table ----------------------------------------------------------
+@pytest.mark.parametrize("dtype,D", [("float32", 8), ("float64", 9), ("float32", 65)])
+def test_in_place_increments_view_of_the_table(dtype, D):
+    """table[idx] += table[1:N + 1] (a view of the table being updated),
+    then the result's rows [idx2] += its own rows reversed: np.add.at's
+    bits from the old values."""
+    V, N = SORT_MIN + 200, SORT_MIN + 50
+    rng = np.random.default_rng(D)
+    idx = hot_idx(rng, V, N, [1, V - 1], 0.7)
+    base = incs(rng, V, (D,), dtype)
+    table = gpu.shared(base.copy())
+    gidx = gpu.shared(idx)
+    step = compile_more([], updates={table: at.inc_subtensor(table[gidx], table[1:N + 1])})
+    step()
+    expected = base.copy()
+    np.add.at(expected, idx, base[1:N + 1].copy())
+    assert_np_add_at_bits(table.get_value(), expected)
+    idx2 = idx[::-1].copy()
+    gidx.set_value(idx2)
+    step2 = compile_more([], updates={table: at.inc_subtensor(table[gidx], table[::-1][:N])})
+    before = table.get_value()
+    step2()
+    np.add.at(before_exp := before.copy(), idx2, before[::-1][:N].copy())
+    assert_np_add_at_bits(table.get_value(), before_exp)
+
+
+# -- below the pre-pass: det_add_staged's widths (one, two and four columns a lane) -------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("D", [9, 32, 33, 129])
+def test_below_the_pre_pass_mixed_steps(D, dtype):
+    """Few rows, so that most steps of 32 matches mix rows, and a hot row:
+    no pre-pass (N x column tiles at most SORT_MIN)."""
+    V, N = 50, 3000
+    assert not sorted_path(N, D)
+    rng = np.random.default_rng(D + 5)
+    idx = hot_idx(rng, V, N, [0, -1], 0.3)
+    inc = incs(rng, N, (D,), dtype)
+    base = rng.standard_normal((V, D)).astype(dtype)
+    base[0] = -0.0
+    assert_rows_bits(base, idx, inc, gpu.shared(idx), gpu.shared(inc), "in place")
