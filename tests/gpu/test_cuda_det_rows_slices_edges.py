@@ -81,8 +81,8 @@ def test_two_hot_buckets_with_more_owners():
 
 
 # -- few rows: fewer owners than blocks ---------------------------------------------------------
-@pytest.mark.parametrize("dtype,D", [("float32", 8), ("float32", 9), ("float64", 20), ("float32", 65)])
-@pytest.mark.parametrize("V", [3, 4, 5, 7])
+@pytest.mark.parametrize("V,dtype,D", [(3, "float32", 8), (4, "float32", 9), (5, "float64", 20),
+                                       (7, "float32", 65), (3, "float64", 20)])
 def test_few_rows_hot_row(V, D, dtype):
     N = SORT_MIN + 29
     rng = np.random.default_rng(V * 10 + D)
@@ -94,8 +94,10 @@ def test_few_rows_hot_row(V, D, dtype):
 
 
 # -- a bucket's size at the rounds' and chunks' edges ---------------------------------------------
-@pytest.mark.parametrize("dtype,D", [("float32", 8), ("float64", 4), ("float64", 9), ("float32", 40)])
-@pytest.mark.parametrize("extra", [-1, 1, 513])
+# every edge on the streamed widths (8 float32, 4 float64), one on the staged ones
+@pytest.mark.parametrize("extra,dtype,D", [
+    *[(e, dt, d) for e in (-1, 1, 513) for dt, d in (("float32", 8), ("float64", 4))],
+    (-1, "float64", 9), (1, "float32", 40)])
 def test_hot_bucket_sizes_at_round_edges(extra, D, dtype):
     """Owner 1's bucket holds exactly 40 x 512 + extra entries (rounds of
     512 of the streamed adds, chunks of 1,024), most on one row, the first
@@ -279,8 +281,8 @@ def test_in_place_increments_view_of_the_table(dtype, D):
 
 
 # -- below the pre-pass: det_add_staged's widths (one, two and four columns a lane) -------------------
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("D", [9, 32, 33, 129])
+@pytest.mark.parametrize("D,dtype", [(9, "float32"), (32, "float64"), (33, "float32"), (129, "float64"),
+                                     (33, "float64")])
 def test_below_the_pre_pass_mixed_steps(D, dtype):
     """Few rows, so that most steps of 32 matches mix rows, and a hot row:
     no pre-pass (N x column tiles at most SORT_MIN)."""
