@@ -77,6 +77,11 @@ def openmp(request):
 OPENMP_ON_GPU = "CPU only: OpenMP is a CPU setting that GpuBincount ignores (the openmp_off variant runs on the GPU)"
 
 
+#: ``AESARA_BINCOUNT_LONG=1`` (``make test-long``): run the tests marked ``long`` too (the
+#: exhaustive grids and the long fuzzing); without it they are deselected.
+LONG = os.environ.get("AESARA_BINCOUNT_LONG") == "1"
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
@@ -126,9 +131,15 @@ def gpu_sample(items, per_file: int):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip (with the reason) or xfail the GPU variants that cannot pass;
-    keep a few GPU tests per file when ``AESARA_BINCOUNT_GPU_PER_FILE`` says so."""
+    """Skip (with the reason) or xfail the GPU variants that cannot pass; leave out
+    the ``long`` tests unless ``AESARA_BINCOUNT_LONG=1``; keep a few GPU tests per
+    file when ``AESARA_BINCOUNT_GPU_PER_FILE`` says so."""
     _mark_gpu_variants(items)
+    if not LONG:
+        dropped = [i for i in items if i.get_closest_marker("long") is not None]
+        if dropped:
+            items[:] = [i for i in items if i.get_closest_marker("long") is None]
+            config.hook.pytest_deselected(items=dropped)
     if GPU_PER_FILE > 0:
         items[:], dropped = gpu_sample(items, GPU_PER_FILE)
         config.hook.pytest_deselected(items=dropped)
