@@ -2,8 +2,8 @@
 
 Neighbours: :mod:`aesara_bincount_core.op` (the plain :class:`Bincount`, whose
 forms and errors this Op keeps), :mod:`aesara_bincount_core.scalar_codegen`
-(the C code of the scalar graphs), ``c_code/bincount_fused_cpu.c`` (the
-loop's driver; its loops are in ``c_code/bincount_fused_cpu_loops.h``), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
+(the C code of the scalar graphs), ``c_code/cpu/fused_bincount.c`` (the
+loop's driver; its loops are in ``c_code/cpu/fused_bincount_loops.h``), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
 in graphs).
 """
 from typing import List, Optional, Tuple
@@ -79,7 +79,7 @@ class FusedBincount(Bincount):
     The Op computes what ``Bincount(mode, out_dtype)(x, n, weights)`` computes,
     where ``x = Elemwise(x_op)(*x_inputs)`` and ``weights =
     Elemwise(w_op)(*w_inputs)``, without storing ``x`` or ``weights``: the C
-    loop (``c_code/bincount_fused_cpu.c``) computes each value from the
+    loop (``c_code/cpu/fused_bincount.c``) computes each value from the
     inputs with the scalar ops' own C code, reading each input once.  The
     rewrite ``bincount_fusion`` (:mod:`aesara_bincount.fusion_rewriting`)
     puts it in graphs; there is no reason to build it by hand.
@@ -126,7 +126,7 @@ class FusedBincount(Bincount):
 
     __props__ = ("mode", "out_dtype", "openmp", "x_op", "w_op", "weighted")
     _cop_num_inputs = None
-    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_fused_cpu.c")
+    c_sources = ("common/host_helpers.h", "cpu/worker_pool.h", "cpu/fused_bincount.c")
     c_function = "cpu_bincount_fused"
     #: Bump by hand only for changes outside the C files and generated code.
     version = 1

@@ -103,7 +103,7 @@ class Bincount(OpenMPCFileOp):
 
     The algorithm (one pass over ``x`` with privatized, interleaved
     histograms, or a direct path for many bins) is described in
-    ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
+    ``c_code/cpu/bincount.c`` (the driver) and in the file of each counting
     regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
     it runs on the CPU only and never synchronises with a device.  Counts
     into many bins (an output of 1 MiB or more, one counting thread) are
@@ -116,8 +116,8 @@ class Bincount(OpenMPCFileOp):
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     # The regime files bincount_cpu_*.h are per-instantiation headers that
-    # bincount_cpu.c includes: the include closure hashes them (CFileOp).
-    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
+    # cpu/bincount.c includes: the include closure hashes them (CFileOp).
+    c_sources = ("common/host_helpers.h", "cpu/worker_pool.h", "cpu/bincount.c")
     c_function = "cpu_bincount"
 
     def __init__(

@@ -280,7 +280,7 @@ def sanitize(args):
 
     idx = rng.integers(-300, 300, 20_000)
     g = rng.random((20_000, 150))
-    # 24 bytes: see the note on 8- and 16-bit outputs in scatter_add_cuda_kernel.cu
+    # 24 bytes: see the note on 8- and 16-bit outputs in cuda/scatter_add_kernels.cu
     base8 = rng.integers(-9, 9, (8, 3)).astype("int8")
     g8 = rng.integers(-9, 9, (30_001, 3)).astype("int8")
     idx8 = rng.integers(0, 2, 30_001).astype("uint8")

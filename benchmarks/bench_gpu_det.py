@@ -18,7 +18,7 @@ the same GPU shared variables, result kept on the GPU:
     ``bincount(gx, weights=gw)``, ``gx`` int64 of N = 1e6 values spread
     over ``[0, 1e4)`` (``1e5``, ``1e6``) bins, ``gw`` float64 in a GPU
     shared variable: more bins than the window passes take, so "more" runs
-    the bucket path (``c_code/bincount_cuda_det_bucket.cuh``).  Target 3x.
+    the bucket path (``c_code/cuda/bincount_det_bucket.cuh``).  Target 3x.
     ``--small``: only the ``1e6`` row, 20,000 values into 20,000 bins.
 ``rows, hot row``
     ``inc_subtensor(W[idx], g)`` onto a float32 table of V = 100,000 rows of
@@ -27,7 +27,7 @@ the same GPU shared variables, result kept on the GPU:
 ``rows 1e6, float32`` and ``rows 1e6, hot row``
     The same table and D, B = 1e6 indices, spread over the rows or with a
     quarter of them on row 0: past ``BC_CUDA_ROWS_DET_SORT_MIN``, so "more"
-    sorts idx by owner block first (``c_code/scatter_add_cuda_det_bucket.cuh``).
+    sorts idx by owner block first (``c_code/cuda/scatter_add_det_bucket.cuh``).
     Target 3x.  ``--small``: only the hot row, 300 x 4, 40,000 indices (still
     past the threshold).
 

@@ -115,9 +115,9 @@ def test_every_kernel_the_launchers_name_exists(compiled):
 
 
 @pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER,
-                                  "bincount_cuda_det.cuh", "bincount_cuda_det_count.cuh", "bincount_cuda_det_bucket.cuh",
-                                  "bincount_cuda_det.h", "scatter_add_cuda_det.cuh", "bc_cuda_det_sort.cuh",
-                                  "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
+                                  "cuda/bincount_det.cuh", "cuda/bincount_det_count.cuh", "cuda/bincount_det_bucket.cuh",
+                                  "cuda/bincount_det_defs.h", "cuda/scatter_add_det.cuh", "cuda/det_sort.cuh",
+                                  "cuda/scatter_add_det_bucket.cuh", "cuda/scatter_add_det_defs.h",
                                   sources.SET_SOURCE])
 def test_each_cuda_file_compiles_on_its_own(nvrtc_lib, name):
     """Each CUDA file, the device header included, is valid CUDA by itself

@@ -302,7 +302,7 @@ def test_gpu_elemwise_problem():
 
 
 def test_elemwise_template_compiles_alone():
-    """c_code/elemwise_cuda_kernel.cu is valid CUDA on its own (its default kernel)."""
+    """c_code/cuda/elemwise_kernel.cu is valid CUDA on its own (its default kernel)."""
     nvrtc, lib = _nvrtc_or_skip()
     from aesara_bincount_core.gpu.elemwise import KERNEL_FILES
 

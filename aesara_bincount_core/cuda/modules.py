@@ -263,7 +263,7 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         if name.startswith(("bincount_hist_", _FUSED_PREFIX)):
             # The deterministic pass (a sub-histogram per warp): one block
             # per multiprocessor, with the most shared memory, for the
-            # widest window (c_code/bincount_cuda_det_launch.h).
+            # widest window (c_code/cuda_host/bincount_det_launch.h).
             most = 1 if "_det_" in name else CONSTANTS["BLOCKS_PER_SM"]
             resident, budget = _size_hist(drv, mod, func, most)
         elif name.startswith(("scatter_rows_", "scatter_set_")):
@@ -356,7 +356,7 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
 
 
 def set_kernels(itemsize: int) -> Tuple[int, int, int]:
-    """The kernels of the scatter-set of rows (``c_code/scatter_set_cuda_kernel.cu``)
+    """The kernels of the scatter-set of rows (``c_code/cuda/scatter_set_kernels.cu``)
     in the current context, for elements of ``itemsize`` bytes (1, 2, 4 or 8).
 
     Returns

@@ -2,7 +2,7 @@
 
 One kernel per ``Elemwise`` node (a fused ``Composite`` included), generated
 from the scalar ops' own C code by :mod:`aesara_bincount_core.scalar_codegen`
-and inlined in the template ``c_code/elemwise_cuda_kernel.cu``, as Theano's
+and inlined in the template ``c_code/cuda/elemwise_kernel.cu``, as Theano's
 ``GpuElemwise`` built its kernels (``theano/gpuarray/elemwise.py``).  The
 kernel is compiled with NVRTC and cached on disk
 (:func:`aesara_bincount_core.cuda.modules.generated_function`) and launched
@@ -36,9 +36,9 @@ __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 #: The template, its header, the preamble and the headers they include
 #: (hashed into every kernel's name).
 KERNEL_FILES = _c_code.included_closure(
-    ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
+    ("cuda/elemwise_kernel.cu", "cuda/elemwise.cuh", scalar_codegen.CUDA_PREAMBLE)
 )
-_LIMITS = header_constants("elemwise_cuda.cuh", "BC_EW_")
+_LIMITS = header_constants("cuda/elemwise.cuh", "BC_EW_")
 MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS["THREADS"]
 #: Most elements per thread and iteration of the vector path, and the most
 #: bytes of array elements one thread holds there (see :func:`vector_width`).
@@ -52,7 +52,7 @@ _ELEMENT_HEAD = "static __device__ __forceinline__ void bc_ew_element(const bc_e
 
 
 class _Params(ctypes.Structure):
-    """``bc_ew_params`` of ``c_code/elemwise_cuda.cuh``."""
+    """``bc_ew_params`` of ``c_code/cuda/elemwise.cuh``."""
 
     _fields_ = [
         ("n", ctypes.c_longlong),
@@ -262,7 +262,7 @@ class GpuElemwise(Op):
         return next((w for w in (VEC_MAX, 2) if w * row <= VEC_BYTES), 0)
 
     def kernel_source(self, node) -> (str, str):
-        """``(name, source)`` of the node's kernel (see ``c_code/elemwise_cuda_kernel.cu``)."""
+        """``(name, source)`` of the node's kernel (see ``c_code/cuda/elemwise_kernel.cu``)."""
         args: List[str] = []
         for k, v in enumerate(node.inputs):
             ctype = v.type.dtype_specs()[1]
@@ -293,7 +293,7 @@ class GpuElemwise(Op):
             "}",
         ] if width else []  # fmt: skip
         lines = [
-            '#include "elemwise_cuda.cuh"',
+            '#include "cuda/elemwise.cuh"',
             code.support,
             "#define BC_EW_NAME {name}",
             f"#define BC_EW_NARGS {nin + len(outs)}",
@@ -303,7 +303,7 @@ class GpuElemwise(Op):
             code.body,
             *vector,
             "#undef BC_SCALAR_FAIL",
-            '#include "elemwise_cuda_kernel.cu"',
+            '#include "cuda/elemwise_kernel.cu"',
             "",
         ]  # fmt: skip
         # the name is a hash of everything NVRTC compiles: the source, the headers, the options

@@ -3,7 +3,7 @@
 The :class:`~aesara_bincount_core.gpu.twin.GpuTwin` of Aesara's
 ``AdvancedSubtensor1``.  The indices are checked by the index-check kernel of
 the scatter-add of rows (``scatter_rows_check_<idx>``, launched with the
-"check only" flag of ``c_code/scatter_add_cuda_launch.h`` through
+"check only" flag of ``c_code/cuda_host/scatter_add_launch.h`` through
 :func:`aesara_bincount_core.cuda.launcher.scatter_rows`), so that the gather
 and :class:`~aesara_bincount_core.gpu.scatter_add.GpuScatterAdd` accept the
 same indices and raise the same ``IndexError``; the rows are then taken with

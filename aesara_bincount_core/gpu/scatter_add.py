@@ -33,7 +33,7 @@ class GpuScatterAdd(GpuCFileOp):
         ``aesara.config.deterministic`` when the Op is made (when the
         function is compiled), by default.  ``"more"``: float rows are added
         in index order, each add rounded in the output dtype
-        (``c_code/scatter_add_cuda_det.cuh``), so every call returns the
+        (``c_code/cuda/scatter_add_det.cuh``), so every call returns the
         bits of :func:`numpy.add.at`; slower, above all for hot rows (the
         semantics page gives the cost).  Shown by ``dprint`` when
         ``"more"``; part of the cache key.
@@ -46,8 +46,8 @@ class GpuScatterAdd(GpuCFileOp):
     runs), ``idx`` (GPU ``(N,)``, int8 ... uint64, any stride).  Output: GPU
     ``(V, *rest)``, C-contiguous unless it is the base itself.
 
-    The C implementation (``c_code/scatter_add_cuda_host.c``) runs the one
-    launcher of the rows kernels (``c_code/scatter_add_cuda_launch.h``, which
+    The C implementation (``c_code/cuda_host/gpu_scatter_add_op.c``) runs the one
+    launcher of the rows kernels (``c_code/cuda_host/scatter_add_launch.h``, which
     the kernel layer's :func:`~aesara_bincount_core.cuda.kernels.scatter_add_cupy`
     runs too) on CuPy's current stream: a kernel checks every index, the call
     waits once for its status (with the GIL released), and only then is the
@@ -62,7 +62,7 @@ class GpuScatterAdd(GpuCFileOp):
     back after the indices are checked (the time then follows the size of the
     base).  The algorithm (a warp per row for rows of 32 elements or more,
     running sums for runs of equal indices, atomics) is described in
-    ``c_code/scatter_add_cuda_kernel.cu``.
+    ``c_code/cuda/scatter_add_kernels.cu``.
 
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
@@ -93,17 +93,17 @@ class GpuScatterAdd(GpuCFileOp):
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
-        "bincount_common.h",
-        "scatter_add_common.h",
-        "bincount_cuda.h",
-        "bincount_cuda_driver.h",
-        "bincount_cuda_launch.h",
-        "bincount_cuda_det.h",
-        "scatter_add_cuda_det.h",
-        "scatter_add_cuda_launch.h",
-        "gpuarray_helper.h",
-        "cuda_host_cupy.h",
-        "scatter_add_cuda_host.c",
+        "common/host_helpers.h",
+        "common/scatter_checks.h",
+        "cuda/kernel_defs.h",
+        "cuda_host/driver.h",
+        "cuda_host/bincount_launch.h",
+        "cuda/bincount_det_defs.h",
+        "cuda/scatter_add_det_defs.h",
+        "cuda_host/scatter_add_launch.h",
+        "cuda_host/gpuarray_type.h",
+        "cuda_host/cupy_callbacks.h",
+        "cuda_host/gpu_scatter_add_op.c",
     )
     c_function = "gpu_scatter_add"
     cpu_verb = "add"

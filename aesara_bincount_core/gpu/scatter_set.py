@@ -3,7 +3,7 @@
 The GPU twin of :class:`~aesara_bincount_core.scatter_set.ScatterSet`: the
 rows are checked by the index-check kernel of the scatter-add of rows
 (:func:`~aesara_bincount_core.gpu.gather.check_rows`), then the two kernels
-of ``c_code/scatter_set_cuda_kernel.cu`` write them, the last one in index
+of ``c_code/cuda/scatter_set_kernels.cu`` write them, the last one in index
 order winning.  The rewrite is
 :func:`aesara_bincount.gpu.rewriting.local_gpu_scatter_set`.
 """
@@ -22,7 +22,7 @@ __all__ = ["GpuScatterSet"]
 
 
 class _SetParams(ctypes.Structure):
-    # bc_set_params of c_code/scatter_set_cuda_kernel.cu, field for field.
+    # bc_set_params of c_code/cuda/scatter_set_kernels.cu, field for field.
     _fields_ = [
         ("rows", ctypes.c_ulonglong),
         ("last", ctypes.c_ulonglong),
@@ -68,7 +68,7 @@ class GpuScatterSet(GpuTwin):
     negative row wrapping once.  Output: GPU ``(V, *rest)``, C-contiguous
     unless it is the base itself.
 
-    Algorithm (``c_code/scatter_set_cuda_kernel.cu``): after the check, a
+    Algorithm (``c_code/cuda/scatter_set_kernels.cu``): after the check, a
     first kernel stores for each row of the output one plus the largest
     position that names it (``atomicMax`` on a zero-filled int64 scratch of
     ``V`` words); a second copies row ``i`` of the values only where ``i``

@@ -103,7 +103,7 @@ class GpuArrayType(CType, HasDataType, HasShape):
     (kept as they are when dtype and shape fit) and anything NumPy can turn
     into an array (validated on the host like a ``TensorType`` value, then
     copied to the device).  At the C level a value is a ``PyObject *`` (the
-    CuPy array); ``c_code/gpuarray_helper.h`` has the helpers that Ops use
+    CuPy array); ``c_code/cuda_host/gpuarray_type.h`` has the helpers that Ops use
     to read its device pointer, length and strides.
     """
 
@@ -283,13 +283,13 @@ class GpuArrayType(CType, HasDataType, HasShape):
         return f"bc_gpuarray_cleanup(&{name});"
 
     def c_headers(self, **kwargs):
-        return ["gpuarray_helper.h"]
+        return ["cuda_host/gpuarray_type.h"]
 
     def c_header_dirs(self, **kwargs):
         return [_c_code.c_code_dir()]
 
     def c_code_cache_version(self):
-        return (1, _c_code.sources_hash(["gpuarray_helper.h"]))
+        return (1, _c_code.sources_hash(["cuda_host/gpuarray_type.h"]))
 
 
 def host_value(a):

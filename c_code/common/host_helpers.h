@@ -1,5 +1,5 @@
 /*
- * bincount_common.h -- host-side helpers shared by the CPU Op (bincount_cpu.c)
+ * common/host_helpers.h -- host-side helpers shared by the CPU Op (cpu/bincount.c)
  * and the GPU Op's host code: the error messages, and a guarded allocation of
  * the output histogram.
  *

@@ -1,10 +1,10 @@
 /*
- * scatter_add_common.h -- host-side checks of the scatter-add of rows
+ * common/scatter_checks.h -- host-side checks of the scatter-add of rows
  * (ScatterAdd, aesara_bincount_core/scatter_add.py), shared by the CPU
- * implementation (scatter_add_cpu.c) and the host code of a GPU one: they
+ * implementation (cpu/scatter_add.c) and the host code of a GPU one: they
  * read only shapes and strides, never the data, so they serve device arrays
  * too.  The messages are the BC_MSG_ROW* / BC_MSG_ZEROS* entries of
- * bincount_common.h, which the NumPy reference raises as well.
+ * common/host_helpers.h, which the NumPy reference raises as well.
  *
  * The Op computes out = base; out[idx[i]] += increments[i] for i < N, where
  * base has shape (V, *rest) and the increments are broadcast, NumPy style,
@@ -15,7 +15,7 @@
 #ifndef AESARA_SCATTER_ADD_COMMON_H
 #define AESARA_SCATTER_ADD_COMMON_H
 
-#include "bincount_common.h"
+#include "common/host_helpers.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * bincount_cpu.c -- the C implementation of aesara_bincount.Bincount: the
+ * cpu/bincount.c -- the C implementation of aesara_bincount.Bincount: the
  * driver, which picks the counting regime and runs it on the worker pool.
  *
  * Entry point (called from the Op's one-line c_code glue):
@@ -23,15 +23,15 @@
  * wrap modulo 2**bits, computed with unsigned arithmetic so that the wrap is
  * well defined.
  *
- * Dispatch: a sample of x (bc_sample, bincount_cpu_hist.h) says whether runs
+ * Dispatch: a sample of x (bc_sample, cpu/bincount_hist.h) says whether runs
  * or repeats dominate and how many bins the values need.  Counts and
  * weighted sums that need a large output, on one counting thread anyway, go straight into the
- * output (bincount_cpu_grow.h); if a value there needs too many bins, the
+ * output (cpu/bincount_grow.h); if a value there needs too many bins, the
  * call starts over on the other paths.  Otherwise the call
- * counts x into privatized histograms (bincount_cpu_hist.h, with the loops of
- * bincount_cpu_weighted.h, bincount_cpu_far.h and bincount_cpu_runs.h) on
+ * counts x into privatized histograms (cpu/bincount_hist.h, with the loops of
+ * cpu/bincount_weighted.h, cpu/bincount_far.h and cpu/bincount_runs.h) on
  * the calling thread and the pool's workers; when those would need too many
- * bins they give up, and the direct path (bincount_cpu_direct.h) counts into
+ * bins they give up, and the direct path (cpu/bincount_direct.h) counts into
  * the exact-size output.  Counts for an 8-byte output whose bins exceed what
  * threaded histograms may have, but not what a single one may, are counted
  * by one thread into a single histogram (the min/max pass of the direct path
@@ -44,15 +44,15 @@
  * its own (no APPLY_SPECIFIC defined) it instantiates the int64 bincount form,
  * which the test-suite uses to check that the file stands alone.  At its end
  * it undefines every macro of the instantiation, so that the next node of a
- * module includes the regime files afresh (see bincount_cpu_defs.h).
+ * module includes the regime files afresh (see cpu/bincount_defs.h).
  */
 
-#include "bincount_common.h"
-#include "bincount_pool.h"
-#include "bincount_cpu_defs.h"
-#include "bincount_cpu_hist.h"
-#include "bincount_cpu_direct.h"
-#include "bincount_cpu_grow.h"
+#include "common/host_helpers.h"
+#include "cpu/worker_pool.h"
+#include "cpu/bincount_defs.h"
+#include "cpu/bincount_hist.h"
+#include "cpu/bincount_direct.h"
+#include "cpu/bincount_grow.h"
 
 /* Threads for a call over `size` elements: at least 50,000 elements a thread. */
 static int APPLY_SPECIFIC(bc_threads)(npy_intp size)
@@ -115,7 +115,7 @@ static int APPLY_SPECIFIC(bc_plan)(BC_CTX *ctx, int nt)
 }
 
 #if !BC_SCATTER
-/* Does the output-histogram of bincount_cpu_grow.h count this call?  Counts
+/* Does the output-histogram of cpu/bincount_grow.h count this call?  Counts
  * or weighted sums of the bincount form into cells of 4 or 8 bytes, fewer
  * than 2**32 elements (a counted bin is then never 0, so the last non-zero
  * bin is the largest value; weighted sums track it), `need` sampled bins of BC_GROW_MIN_BYTES or more and at most

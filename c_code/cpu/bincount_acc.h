@@ -1,12 +1,12 @@
 /*
- * bincount_cpu_acc.h -- the accumulator type BC_ACC_T of one instantiation of
+ * cpu/bincount_acc.h -- the accumulator type BC_ACC_T of one instantiation of
  * the CPU bincount loops: the output's float type (BC_OUT_T), or the unsigned
  * integer of the output's width (ITEMSIZE_OUTPUT_0), so that integer sums
  * wrap as the output dtype does, without undefined behaviour.
  *
- * Included by bincount_cpu_defs.h (Bincount) and bincount_fused_cpu_loops.h
+ * Included by cpu/bincount_defs.h (Bincount) and cpu/fused_bincount_loops.h
  * (FusedBincount) once per instantiation, after they define BC_OUT_T and
- * BC_OUT_FLOAT; their drivers (bincount_cpu.c, bincount_fused_cpu.c)
+ * BC_OUT_FLOAT; their drivers (cpu/bincount.c, cpu/fused_bincount.c)
  * undefine BC_ACC_T at their end.  No include guard, on purpose: a
  * per-instantiation header, not listed in an Op's c_sources (hashed through
  * the include closure).

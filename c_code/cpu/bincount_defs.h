@@ -1,34 +1,34 @@
 /*
- * bincount_cpu_defs.h -- what every part of the CPU Op's C code shares, for
+ * cpu/bincount_defs.h -- what every part of the CPU Op's C code shares, for
  * one instantiation (one Aesara node): the types picked by the node's dtypes,
  * the tuning constants, the call context and the private histogram, and the
  * range checks with their error messages.
  *
  * The CPU code of aesara_bincount.Bincount is cut by counting regime, one
  * algorithm per file, each explained at its top:
- *   bincount_cpu_defs.h     this file: types, constants, context, range checks;
- *   bincount_cpu_hist.h     few bins: privatized histograms (copies, slow path,
+ *   cpu/bincount_defs.h     this file: types, constants, context, range checks;
+ *   cpu/bincount_hist.h     few bins: privatized histograms (copies, slow path,
  *                           tasks, merge);
- *   bincount_cpu_weighted.h weighted sums over few bins: the AVX2 loop;
- *   bincount_cpu_far.h      private histograms beyond the L2 cache: the vector
+ *   cpu/bincount_weighted.h weighted sums over few bins: the AVX2 loop;
+ *   cpu/bincount_far.h      private histograms beyond the L2 cache: the vector
  *                           range test (prefetches without AVX2);
- *   bincount_cpu_runs.h     runs of equal values: one update per run;
- *   bincount_cpu_direct.h   many bins: the min/max pass, then one thread counts
+ *   cpu/bincount_runs.h     runs of equal values: one update per run;
+ *   cpu/bincount_direct.h   many bins: the min/max pass, then one thread counts
  *                           straight into the output;
- *   bincount_cpu_grow.h     counts into many bins, one thread: the output is
+ *   cpu/bincount_grow.h     counts into many bins, one thread: the output is
  *                           the histogram, no min/max pass;
- *   bincount_cpu_grow_loops.h  its counting loops (counts, hot copies, runs,
+ *   cpu/bincount_grow_loops.h  its counting loops (counts, hot copies, runs,
  *                           weighted sums) and their range test;
- *   bincount_cpu.c          the driver: threads, plan, dispatch, entry point.
- *   bincount_cpu_acc.h      the accumulator type (shared with the fused loop,
- *                           bincount_fused_cpu_loops.h).
- * bincount_common.h (messages, allocation) and bincount_pool.h (the worker
+ *   cpu/bincount.c          the driver: threads, plan, dispatch, entry point.
+ *   cpu/bincount_acc.h      the accumulator type (shared with the fused loop,
+ *                           cpu/fused_bincount_loops.h).
+ * common/host_helpers.h (messages, allocation) and cpu/worker_pool.h (the worker
  * threads) are shared with the scatter-add of rows and the GPU host code.
  *
  * These files are "template" headers: they hold code of one instantiation,
  * named through APPLY_SPECIFIC.  Aesara puts the support code of every node
  * of a graph into one module, so each header is guarded by a macro that
- * bincount_cpu.c undefines at its end (BC_CPU_*_DONE), with every other
+ * cpu/bincount.c undefines at its end (BC_CPU_*_DONE), with every other
  * per-instantiation macro: the next node includes them all afresh.
  *
  * Valid C99 and C++ on its own: without APPLY_SPECIFIC it instantiates the
@@ -48,8 +48,8 @@
 #define BC_OUT_FLOAT 0
 #endif
 
-#include "bincount_common.h"
-#include "bincount_pool.h"
+#include "common/host_helpers.h"
+#include "cpu/worker_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +84,7 @@
  * counts and float64 sums): up to 1 MiB prefetching cost 0-9%, from 2 MiB
  * on it saved 7-46%.  Four times the 512 KiB L2 cache of one core.  With
  * AVX2 the far loop of such histograms has a vector range test and no
- * prefetches (bincount_cpu_far.h); the direct path keeps them. */
+ * prefetches (cpu/bincount_far.h); the direct path keeps them. */
 #define BC_PREFETCH_MIN_BYTES (2 << 20)
 #endif
 #ifndef BC_PREFETCH_DIST
@@ -92,7 +92,7 @@
 #endif
 #ifndef BC_GROW_MIN_BYTES
 /* One counting thread and an output of this size or more (beyond the 1 MiB
- * L2 cache of a core): the output is the histogram (bincount_cpu_grow.h). */
+ * L2 cache of a core): the output is the histogram (cpu/bincount_grow.h). */
 #define BC_GROW_MIN_BYTES (1 << 20)
 #endif
 #ifndef BC_GROW_MAX_BINS
@@ -134,7 +134,7 @@
 
 /* Accumulator: the output float type, or the unsigned integer of the output's
  * width (so that integer sums wrap as the output dtype does, without UB). */
-#include "bincount_cpu_acc.h" /* BC_ACC_T */
+#include "cpu/bincount_acc.h" /* BC_ACC_T */
 
 /* Private histogram cell: a 32-bit count, or the weighted sum itself. */
 #if BC_WEIGHTED
@@ -150,7 +150,7 @@
 
 /* Add the eight elements i .. i + 7 of x (range already checked) into the
  * histograms a, b, c, d in turn (a, b, c, d, a, b, c, d): four copies break
- * the chains of updates of one bin (bincount_cpu_weighted.h); the same
+ * the chains of updates of one bin (cpu/bincount_weighted.h); the same
  * histogram four times is the plain unrolled loop. */
 #define BC_ADD_GROUP8(a, b, c, d, i)                                                       \
     do {                                                                                  \

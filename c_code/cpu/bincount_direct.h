@@ -1,5 +1,5 @@
 /*
- * bincount_cpu_direct.h -- many bins: count straight into the exact-size
+ * cpu/bincount_direct.h -- many bins: count straight into the exact-size
  * output, after one min/max pass over x.
  *
  * Algorithm: when a histogram would need more bins than a limit tied to the
@@ -23,19 +23,19 @@
  * counted) was measured slower than the prefetched pass on the development
  * machine, at 1e6 and 1e7 values into 1e6 bins (docs/performance.rst has the
  * figures).  Outputs of 4 MiB and more are advised to use transparent huge
- * pages (bincount_common.h), which removes most TLB misses of the random
+ * pages (common/host_helpers.h), which removes most TLB misses of the random
  * updates.
  *
- * Neighbours: bincount_cpu_defs.h (types, context), bincount_cpu_runs.h (the
- * loop for runs), bincount_cpu.c (the driver, which falls back to this path
+ * Neighbours: cpu/bincount_defs.h (types, context), cpu/bincount_runs.h (the
+ * loop for runs), cpu/bincount.c (the driver, which falls back to this path
  * when the private histograms give up).  Valid C99 and C++ on its own (see
- * bincount_cpu_defs.h).
+ * cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_DIRECT_DONE
 #define BC_CPU_DIRECT_DONE 1
 
-#include "bincount_cpu_defs.h"
-#include "bincount_cpu_runs.h"
+#include "cpu/bincount_defs.h"
+#include "cpu/bincount_runs.h"
 
 /* Min and max of x[0:len), len > 0.  Written so that gcc vectorises it. */
 static void APPLY_SPECIFIC(bc_minmax)(const BC_X_T *BC_RESTRICT x, npy_intp len,

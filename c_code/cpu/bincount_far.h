@@ -1,8 +1,8 @@
 /*
- * bincount_cpu_far.h -- private histograms larger than the L2 cache
+ * cpu/bincount_far.h -- private histograms larger than the L2 cache
  * (BC_PREFETCH_MIN_BYTES and up): the counting loop.
  *
- * Algorithm: as the few-bins loop of bincount_cpu_hist.h (groups of eight,
+ * Algorithm: as the few-bins loop of cpu/bincount_hist.h (groups of eight,
  * one range test per group, one copy of the histogram), with the range test
  * on a vector load of the group (AVX-512, else AVX2; 4- and 8-byte x):
  * (v0 | ... | v7) & ~(cap - 1) is zero exactly when every value lies in
@@ -19,15 +19,15 @@
  * BC_PREFETCH_DIST elements ahead (masked into the histogram, since those
  * values are not checked yet).
  *
- * Neighbours: bincount_cpu_defs.h (types, constants), bincount_cpu_hist.h
- * (the caller), bincount_cpu_direct.h (the prefetches of the direct path),
- * bincount_cpu_grow.h (the same vector test for the output-histogram).
- * Valid C99 and C++ on its own (see bincount_cpu_defs.h).
+ * Neighbours: cpu/bincount_defs.h (types, constants), cpu/bincount_hist.h
+ * (the caller), cpu/bincount_direct.h (the prefetches of the direct path),
+ * cpu/bincount_grow.h (the same vector test for the output-histogram).
+ * Valid C99 and C++ on its own (see cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_FAR_DONE
 #define BC_CPU_FAR_DONE 1
 
-#include "bincount_cpu_defs.h"
+#include "cpu/bincount_defs.h"
 
 #if BC_SIMD
 /* Is any of the eight values x[0:8) outside [0, cap), cap a power of two?

@@ -1,5 +1,5 @@
 /*
- * bincount_cpu_grow.h -- counts and weighted sums into many bins, one
+ * cpu/bincount_grow.h -- counts and weighted sums into many bins, one
  * counting thread: the output array is the histogram, counted in one pass
  * over x.
  *
@@ -29,9 +29,9 @@
  *
  * Why the output itself: with 1e6 bins of 8 bytes the updates hit the L3
  * cache, and what costs beyond the updates is memory traffic around them.
- * The 32-bit private counters of bincount_cpu_hist.h halve the footprint of
+ * The 32-bit private counters of cpu/bincount_hist.h halve the footprint of
  * the updates but cost a widening pass over the 8 MB output; the direct path
- * of bincount_cpu_direct.h costs a min/max pass over x.  Measured on a 2-core
+ * of cpu/bincount_direct.h costs a min/max pass over x.  Measured on a 2-core
  * AMD EPYC (1 MiB L2, 32 MiB L3), thread CPU time, 1e6 int64 values into 1e6
  * bins: see docs/performance.rst.  Weighted sums were once measured slower
  * this way than on the direct path, with a scalar running maximum (two
@@ -47,12 +47,12 @@
  * (C microbenchmark, thread CPU time, best of 15, load average 3.6).
  * Software prefetches measured slower here
  * (distances 8 and 16, at 1e6 and 1e7 values), so there are none.  The
- * output is advised to use transparent huge pages (bincount_common.h), which
+ * output is advised to use transparent huge pages (common/host_helpers.h), which
  * removes most TLB misses of the updates.
  *
  * Counts of data where runs of equal values dominate (the sample says so)
  * take bc_grow_fast_runs: a group that continues the run in progress is
- * added at once, other groups a run at a time (bincount_cpu_runs.h), so
+ * added at once, other groups a run at a time (cpu/bincount_runs.h), so
  * neither a min/max pass nor a chain of updates of one bin costs.  Counts
  * of data whose values repeat within a few elements without forming runs
  * (the sample's "skewed", as Zipf data) take bc_grow_fast_hot: the values
@@ -75,17 +75,17 @@
  * 0.56-0.59 ms; the numba loop 0.45-0.48; load average 0.4-0.6).
  *
  * Only the bincount form comes here (the scatter-add form knows its length
- * and keeps bincount_cpu_direct.h).
+ * and keeps cpu/bincount_direct.h).
  *
- * Neighbours: bincount_cpu_defs.h (types, context), bincount_cpu.c (the
+ * Neighbours: cpu/bincount_defs.h (types, context), cpu/bincount.c (the
  * driver, which picks this path after the sample).  Valid C99 and C++ on its
- * own (see bincount_cpu_defs.h).
+ * own (see cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_GROW_DONE
 #define BC_CPU_GROW_DONE 1
 
-#include "bincount_cpu_defs.h"
-#include "bincount_cpu_grow_loops.h"
+#include "cpu/bincount_defs.h"
+#include "cpu/bincount_grow_loops.h"
 
 #if !BC_SCATTER
 

@@ -1,6 +1,6 @@
 /*
- * bincount_cpu_grow_loops.h -- the counting loops of the output-histogram
- * (bincount_cpu_grow.h, whose top explains the regime and gives the
+ * cpu/bincount_grow_loops.h -- the counting loops of the output-histogram
+ * (cpu/bincount_grow.h, whose top explains the regime and gives the
  * measurements behind these loops).
  *
  * What is here: the range test of a group of eight values against the
@@ -13,15 +13,15 @@
  * group that failed the test (or of the tail shorter than a group); the
  * caller takes that group element by element.
  *
- * Neighbours: bincount_cpu_defs.h (types, context), bincount_cpu_runs.h
- * (the runs' step and group compare), bincount_cpu_grow.h (the caller).
- * Valid C99 and C++ on its own (see bincount_cpu_defs.h).
+ * Neighbours: cpu/bincount_defs.h (types, context), cpu/bincount_runs.h
+ * (the runs' step and group compare), cpu/bincount_grow.h (the caller).
+ * Valid C99 and C++ on its own (see cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_GROW_LOOPS_DONE
 #define BC_CPU_GROW_LOOPS_DONE 1
 
-#include "bincount_cpu_defs.h"
-#include "bincount_cpu_runs.h"
+#include "cpu/bincount_defs.h"
+#include "cpu/bincount_runs.h"
 
 #if !BC_SCATTER
 /* Keep v in a general register: gcc otherwise loads the eight values of a

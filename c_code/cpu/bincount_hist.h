@@ -1,9 +1,9 @@
 /*
- * bincount_cpu_hist.h -- few bins: privatized histograms, counted in one pass
+ * cpu/bincount_hist.h -- few bins: privatized histograms, counted in one pass
  * over x by the calling thread and the pool's workers.
  *
  * Algorithm: x is cut into tasks that the calling thread and the pool's
- * workers claim one at a time (bincount_pool.h: a worker the scheduler has
+ * workers claim one at a time (cpu/worker_pool.h: a worker the scheduler has
  * not run never holds up the call).  Each histogram's capacity is a power of
  * two, so that the range check of a group of eight values is one test:
  * (v0 | v1 | ... | v7) < capacity, which also rejects negative values (their
@@ -11,7 +11,7 @@
  * element at a time: wrap a negative index (scatter-add), grow the histogram
  * (bincount), record an error, or give up on private histograms when they
  * would need more bins than ctx->limit (the driver then takes the direct
- * path of bincount_cpu_direct.h).  So the range check costs a few OR
+ * path of cpu/bincount_direct.h).  So the range check costs a few OR
  * instructions per element and no extra pass over memory.
  *
  * Counts without weights are 32-bit (a histogram never sees 2**32 elements),
@@ -19,13 +19,13 @@
  * is then read off the histogram (its last non-zero bin), and sums are exact
  * whatever the order, so each thread counts all the tasks it claims into one
  * histogram of its own.  Weighted sums are kept in the output dtype, the
- * largest value as a running maximum (bincount_cpu_weighted.h has the AVX2
+ * largest value as a running maximum (cpu/bincount_weighted.h has the AVX2
  * loop).  Float sums get one histogram per task, summed in task order, so
  * that the order of the additions, and the rounding, does not depend on which
  * thread ran which task.
  *
  * A sample of x (BC_SAMPLE elements from four places) picks the loop:
- * - runs of equal values dominate (all-equal, sorted data): bincount_cpu_runs.h;
+ * - runs of equal values dominate (all-equal, sorted data): cpu/bincount_runs.h;
  * - frequent repeats within three elements (skewed data: one value is 1 in 16
  *   or more): four interleaved copies of a histogram that fits in the L1
  *   cache, filled in turn, so that repeats update different memory words
@@ -36,24 +36,24 @@
  * - otherwise one copy: on uniform data copies only cost cache (measured 1.2x
  *   slower with four copies of 1000 float64 bins).
  * A histogram of BC_PREFETCH_MIN_BYTES or more (beyond the L2 cache) is
- * counted by the loop of bincount_cpu_far.h (a vector range test).
+ * counted by the loop of cpu/bincount_far.h (a vector range test).
  *
  * At the end the histograms are summed into a zeroed output, bins cut into
  * merge tasks; a single histogram is copied into an output that is not
  * zeroed first.
  *
- * Neighbours: bincount_cpu_defs.h (types, context), bincount_cpu_weighted.h,
- * bincount_cpu_far.h and bincount_cpu_runs.h (the other loops of a task),
- * bincount_cpu.c (the driver that plans the tasks and runs them).  Valid C99
- * and C++ on its own (see bincount_cpu_defs.h).
+ * Neighbours: cpu/bincount_defs.h (types, context), cpu/bincount_weighted.h,
+ * cpu/bincount_far.h and cpu/bincount_runs.h (the other loops of a task),
+ * cpu/bincount.c (the driver that plans the tasks and runs them).  Valid C99
+ * and C++ on its own (see cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_HIST_DONE
 #define BC_CPU_HIST_DONE 1
 
-#include "bincount_cpu_defs.h"
-#include "bincount_cpu_far.h"
-#include "bincount_cpu_runs.h"
-#include "bincount_cpu_weighted.h"
+#include "cpu/bincount_defs.h"
+#include "cpu/bincount_far.h"
+#include "cpu/bincount_runs.h"
+#include "cpu/bincount_weighted.h"
 
 /* Look at up to BC_SAMPLE elements (an eighth of x at most), from four
  * evenly spaced places: do runs of equal values dominate, and are repeats
@@ -111,7 +111,7 @@ static int APPLY_SPECIFIC(bc_hist_reserve)(BC_HIST *h, npy_intp need, int skewed
 /* Counts without weights: x[i:end) into the histogram in groups of eight
  * while every value of a group lies in [0, cap) (see bc_count_fast), into
  * one copy or four.  With AVX2 and 4-byte x the range test of a group is the
- * vector test of bincount_cpu_far.h, and each value is read again from x for
+ * vector test of cpu/bincount_far.h, and each value is read again from x for
  * its address; otherwise the OR of the group in general registers (for
  * 8-byte x the vector test measured slower: 0.27 against 0.24 ms).  The
  * loops are a function of their own (not inlined into the task), so that the values,

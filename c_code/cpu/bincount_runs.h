@@ -1,5 +1,5 @@
 /*
- * bincount_cpu_runs.h -- data where runs of equal values dominate (all-equal
+ * cpu/bincount_runs.h -- data where runs of equal values dominate (all-equal
  * or sorted x): one update per run instead of one per element.
  *
  * Algorithm: the plain loop makes every update of a bin wait on the previous
@@ -9,21 +9,21 @@
  * rotating scratch cell while the run goes on, so the loop has no branch to
  * mispredict and no chain through memory (BC_RUN_STEP, used by the private
  * histograms, the direct path and the output-histogram of
- * bincount_cpu_grow.h).  Counts also test each group of eight against the
+ * cpu/bincount_grow.h).  Counts also test each group of eight against the
  * run in progress with one vector compare (bc_group_equals): a group that
  * continues it adds 8 to the running count, with no store at all, so
  * all-equal and sorted data count at the speed of one read of x.  The driver
  * picks this loop when more than half of the sampled neighbours are equal
  * (bc_sample).
  *
- * Neighbours: bincount_cpu_defs.h (types), bincount_cpu_hist.h,
- * bincount_cpu_direct.h and bincount_cpu_grow.h (the callers).  Valid C99 and C++ on its own (see
- * bincount_cpu_defs.h).
+ * Neighbours: cpu/bincount_defs.h (types), cpu/bincount_hist.h,
+ * cpu/bincount_direct.h and cpu/bincount_grow.h (the callers).  Valid C99 and C++ on its own (see
+ * cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_RUNS_DONE
 #define BC_CPU_RUNS_DONE 1
 
-#include "bincount_cpu_defs.h"
+#include "cpu/bincount_defs.h"
 
 /* One step of run aggregation: a run of `prev` has summed `acc` so far; a new
  * value flushes it into dst[prev], an equal one extends it. */

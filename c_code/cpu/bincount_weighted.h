@@ -1,6 +1,6 @@
 /*
- * bincount_cpu_weighted.h -- weighted sums over few bins, with AVX2: the
- * counting loop of a private histogram (bincount_cpu_hist.h) for weights.
+ * cpu/bincount_weighted.h -- weighted sums over few bins, with AVX2: the
+ * counting loop of a private histogram (cpu/bincount_hist.h) for weights.
  *
  * Algorithm: x is read in groups of eight values with vector loads.  The
  * range test of the group is one instruction: (v0 | ... | v7) & ~(cap - 1)
@@ -21,14 +21,14 @@
  * fails the test returns to the caller, whose slow path takes it element by
  * element.
  *
- * Neighbours: bincount_cpu_defs.h (types, context), bincount_cpu_hist.h (the
+ * Neighbours: cpu/bincount_defs.h (types, context), cpu/bincount_hist.h (the
  * caller, and the scalar loop used without AVX2).  Valid C99 and C++ on its
- * own (see bincount_cpu_defs.h).
+ * own (see cpu/bincount_defs.h).
  */
 #ifndef BC_CPU_WEIGHTED_DONE
 #define BC_CPU_WEIGHTED_DONE 1
 
-#include "bincount_cpu_defs.h"
+#include "cpu/bincount_defs.h"
 
 #if BC_SIMD && BC_WEIGHTED
 /* Weighted fast path with AVX2, for 4- and 8-byte x: the range test and the

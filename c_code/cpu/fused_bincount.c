@@ -1,14 +1,14 @@
 /*
- * bincount_fused_cpu.c -- the C loop of aesara_bincount_core.fused.FusedBincount:
+ * cpu/fused_bincount.c -- the C loop of aesara_bincount_core.fused.FusedBincount:
  * a bincount (or 1-D scatter-add onto zeros) whose x, or weights, or both, are
  * computed inline from the inputs of an elementwise graph, which is never
  * stored as an array.  This file is the driver: threads, plan, the runs on
  * the pool, the merge, the checks of the inputs, the entry point.
- * Neighbours: bincount_fused_cpu_loops.h (this Op's per-instantiation part:
+ * Neighbours: cpu/fused_bincount_loops.h (this Op's per-instantiation part:
  * the defaults of the generated macros, the context, the counting loops, the
- * serial error scan), bincount_cpu.c (the plain Bincount, whose forms and
- * errors this file follows), bincount_common.h (messages, checks, range test,
- * allocation), bincount_pool.h (the worker pool and its thread count); the
+ * serial error scan), cpu/bincount.c (the plain Bincount, whose forms and
+ * errors this file follows), common/host_helpers.h (messages, checks, range test,
+ * allocation), cpu/worker_pool.h (the worker pool and its thread count); the
  * scalar code comes from aesara_bincount_core/scalar_codegen.py through the
  * Op.
  *
@@ -23,7 +23,7 @@
  * element); the 1-D inputs of one group must have one length, N for x.
  * Returns 0, or -1 with a Python exception set (*out then unchanged).
  *
- * What the Op generates (each has a default in bincount_fused_cpu_loops.h, so
+ * What the Op generates (each has a default in cpu/fused_bincount_loops.h, so
  * that both files are valid C on their own; the defaults compute x = in0 + in1, weights = in3 * in4):
  *   BC_FX_T, BC_NX, BC_NIN, BC_FX_FUSED, BC_FW_FUSED, BC_WEIGHTED;
  *   BC_FX_LOCALS(in), BC_FW_LOCALS(in): declarations of the input pointers,
@@ -38,19 +38,19 @@
  *   BC_SCALAR_ERRORS: the initializer of {&PyExc_..., "message"} pairs of
  *     scalar_codegen.SCALAR_ERRORS.
  *
- * Algorithm: see bincount_fused_cpu_loops.h.
+ * Algorithm: see cpu/fused_bincount_loops.h.
  *
  * Errors: when any task fails, the calling thread scans the inputs again,
  * serially: the first failure of the scalar code of x, then of the weights
  * (the unfused graph computes them before it counts), then the range error
- * of bincount_cpu.c (the first negative value, or the largest value; the
+ * of cpu/bincount.c (the first negative value, or the largest value; the
  * first index out of range in the scatter-add form).  So the message does not
  * depend on the thread count.
  *
  * Valid C99 and C++.
  */
 
-#include "bincount_fused_cpu_loops.h"
+#include "cpu/fused_bincount_loops.h"
 
 /* Merge task: out[b] = the sum of the histograms' bins b, in histogram
  * order, for the bins of task t. */
@@ -72,7 +72,7 @@ static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
     }
 }
 
-/* Threads for a call over `size` elements (as bincount_cpu.c). */
+/* Threads for a call over `size` elements (as cpu/bincount.c). */
 static int APPLY_SPECIFIC(bc_f_threads)(npy_intp size)
 {
     return bc_pool_threads((double)size, (double)BC_F_OMP_MIN_N, (double)(BC_F_OMP_MIN_N / 2));

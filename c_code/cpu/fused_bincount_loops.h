@@ -1,16 +1,16 @@
 /*
- * bincount_fused_cpu_loops.h -- the per-instantiation part of the C loop of
+ * cpu/fused_bincount_loops.h -- the per-instantiation part of the C loop of
  * aesara_bincount_core.fused.FusedBincount: the defaults of the macros the Op
  * generates, the tuning constants, the private histogram and the call
  * context, the counting loops (fast groups of eight, the slow path, a task),
  * the serial scan that raises the error, and the weight of a broadcast
- * weight.  Neighbours: bincount_fused_cpu.c (the driver, which #includes
+ * weight.  Neighbours: cpu/fused_bincount.c (the driver, which #includes
  * this file, documents the generated macros and the errors, and merges the
- * histograms), bincount_common.h (messages, range test, allocation),
- * bincount_pool.h (the worker pool).
+ * histograms), common/host_helpers.h (messages, range test, allocation),
+ * cpu/worker_pool.h (the worker pool).
  *
  * Algorithm: x is cut into tasks that the calling thread and the pool's
- * workers claim (bincount_pool.h).  A task goes through its slice in groups
+ * workers claim (cpu/worker_pool.h).  A task goes through its slice in groups
  * of eight: it computes the eight values of x (into registers), checks them
  * with one test, (v0 | ... | v7) < capacity as unsigned (a negative value is
  * then huge), tracks their maximum, and adds them, computing each weight as
@@ -19,7 +19,7 @@
  * stop with a range error.  (Blocks of computed values in a buffer on the
  * stack, with a vectorised elementwise loop, measured 1.6x slower than this
  * for th * v: the buffer's stores and loads cost more than the vector
- * multiplies save.)  Private histograms are as in bincount_cpu.c: one per
+ * multiplies save.)  Private histograms are as in cpu/bincount.c: one per
  * thread for exact sums, one per task for float sums (summed in task order:
  * the same rounding on every call for a given thread count).  A histogram
  * that would need more bins than N / (2 x histograms) (at least 4096) makes
@@ -80,8 +80,8 @@
 #define BC_FUSED_W(i, dst) ((dst) = bc_wp[i])
 #endif
 
-#include "bincount_common.h"
-#include "bincount_pool.h"
+#include "common/host_helpers.h"
+#include "cpu/worker_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +107,7 @@
 #define BC_XIN (BC_NX)         /* index of n in ins */
 #define BC_WIN (BC_NX + 1)     /* index of the first input of the weights */
 
-#include "bincount_cpu_acc.h" /* BC_ACC_T */
+#include "cpu/bincount_acc.h" /* BC_ACC_T */
 #define BC_ORDERED (BC_WEIGHTED && BC_OUT_FLOAT)
 /* Counts into 8-byte bins never wrap to 0, so the largest value counted is
  * the last non-zero bin, read at the end: the loop tracks no maximum. */

@@ -1,5 +1,5 @@
 /*
- * scatter_index_cpu.c -- the C implementation of LinearIndex
+ * cpu/linear_index.c -- the C implementation of LinearIndex
  * (aesara_bincount_core/linear_index.py): the check pass of a scatter or
  * gather with several integer index arrays, which turns them into one flat
  * row index.
@@ -47,7 +47,7 @@
 #define LI_NIDX 2
 #endif
 
-#include "scatter_add_common.h"
+#include "common/scatter_checks.h"
 #include <stdarg.h>
 
 /* An index value as 64 bits: sign-extended (signed dtypes) or zero-extended. */

@@ -1,5 +1,5 @@
 /*
- * scatter_add_cpu.c -- the C implementation of ScatterAdd, the scatter-add of
+ * cpu/scatter_add.c -- the C implementation of ScatterAdd, the scatter-add of
  * rows (aesara_bincount_core/scatter_add.py).
  *
  * Entry point (called from the Op's one-line c_code glue):
@@ -32,19 +32,19 @@
  * 2**bits, computed with unsigned arithmetic so that the wrap is defined.
  *
  * The code is cut into three parts, each included once per instantiation:
- *   scatter_add_cpu_check.h  the types of an instantiation, the tuning
+ *   cpu/scatter_add_check.h  the types of an instantiation, the tuning
  *                            constants, the index check;
- *   scatter_add_cpu_loops.h  adding the rows of a range of idx on one thread
+ *   cpu/scatter_add_loops.h  adding the rows of a range of idx on one thread
  *                            (vector loads, fixed row lengths, prefetching);
- *   scatter_add_cpu_lanes.h  the split between threads (by row, by thread)
- *                            on the pool of bincount_pool.h, and the choice
+ *   cpu/scatter_add_lanes.h  the split between threads (by row, by thread)
+ *                            on the pool of cpu/worker_pool.h, and the choice
  *                            of plan (sa_run).
  * Each opens with its part of the algorithm.  This file holds the entry
  * point: the layout of out and of the broadcast increments, the output's
  * allocation, and the order of the checks; at its end it undefines the
  * instantiation's macros, so that a module with several ScatterAdd nodes
  * instantiates the parts once for each.  The checks of shapes shared with
- * the GPU Op's host code are in scatter_add_common.h.
+ * the GPU Op's host code are in common/scatter_checks.h.
  *
  * The code is valid C99 and C++ (Aesara compiles it with g++).  Compiled on
  * its own (no APPLY_SPECIFIC defined) it instantiates float64 rows onto a
@@ -52,9 +52,9 @@
  * the file stands alone.
  */
 
-#include "scatter_add_cpu_check.h"
-#include "scatter_add_cpu_loops.h"
-#include "scatter_add_cpu_lanes.h"
+#include "cpu/scatter_add_check.h"
+#include "cpu/scatter_add_loops.h"
+#include "cpu/scatter_add_lanes.h"
 
 /* ---- the entry point ---- */
 

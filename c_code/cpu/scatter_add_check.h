@@ -1,12 +1,12 @@
 /*
- * scatter_add_cpu_check.h -- ScatterAdd's C code, part 1 of 3: what one
+ * cpu/scatter_add_check.h -- ScatterAdd's C code, part 1 of 3: what one
  * instantiation is (its types, the layout of a call, the tuning constants of
  * every part) and the check of the indices.
  *
- * Neighbours: scatter_add_cpu.c (the entry point, which includes the three
- * parts and describes the whole), scatter_add_cpu_loops.h (part 2: adding
- * rows on one thread), scatter_add_cpu_lanes.h (part 3: the split between
- * threads, on the pool of bincount_pool.h), scatter_add_common.h (the checks
+ * Neighbours: cpu/scatter_add.c (the entry point, which includes the three
+ * parts and describes the whole), cpu/scatter_add_loops.h (part 2: adding
+ * rows on one thread), cpu/scatter_add_lanes.h (part 3: the split between
+ * threads, on the pool of cpu/worker_pool.h), common/scatter_checks.h (the checks
  * of shapes shared with the GPU Op's host code).
  *
  * Index check.  Each index is checked with one unsigned compare (v + V < 2V,
@@ -19,7 +19,7 @@
  *
  * Like the other parts it holds code of one instantiation (APPLY_SPECIFIC
  * names), so it has no include guard of its own: a guard macro keeps it to
- * once per instantiation, and scatter_add_cpu.c undefines that macro at its
+ * once per instantiation, and cpu/scatter_add.c undefines that macro at its
  * end, so that the next node of the same module instantiates it again.
  * Compiled on its own (no APPLY_SPECIFIC defined) it instantiates float64
  * rows onto a copy of the base with int64 indices, which the test-suite uses
@@ -43,8 +43,8 @@
 #define SA_IDX_SIGNED 1
 #endif
 
-#include "scatter_add_common.h"
-#include "bincount_pool.h"
+#include "common/scatter_checks.h"
+#include "cpu/worker_pool.h"
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP

@@ -1,18 +1,18 @@
 /*
- * scatter_add_cpu_lanes.h -- ScatterAdd's C code, part 3 of 3: how a call
+ * cpu/scatter_add_lanes.h -- ScatterAdd's C code, part 3 of 3: how a call
  * shares its work between threads (the lanes, on the worker pool of
- * bincount_pool.h), and sa_run, which chooses the plan.
+ * cpu/worker_pool.h), and sa_run, which chooses the plan.
  *
- * Neighbours: scatter_add_cpu_loops.h (part 2: the loops each task runs),
- * scatter_add_cpu_check.h (part 1: the types, the constants, the index
- * check), scatter_add_cpu.c (the entry point and the overview).
+ * Neighbours: cpu/scatter_add_loops.h (part 2: the loops each task runs),
+ * cpu/scatter_add_check.h (part 1: the types, the constants, the index
+ * check), cpu/scatter_add.c (the entry point and the overview).
  *
  * With OpenMP (openmp=True gives the thread count, omp_get_max_threads), and
  * when the work is large enough (SA_OMP_MIN_WORK), two ways to split it
  * without atomics.  Both cut idx into blocks of about SA_TASK_BYTES of
  * increments and the work into lanes, one per thread, each of which gets
  * its blocks in index order, one at a time (a lock per lane); the tasks run
- * on the worker pool that Bincount uses (bincount_pool.h, one pool per
+ * on the worker pool that Bincount uses (cpu/worker_pool.h, one pool per
  * process), a block each: the calling thread claims tasks itself, so a call
  * never waits on a worker that has not started (on busy cores it does the
  * work alone), only for a block in progress; after a stall (a worker
@@ -48,13 +48,13 @@
  * rounding it fixes (see sa_run).
  * Otherwise one thread adds everything, in index order.
  *
- * Included once per instantiation (see scatter_add_cpu_check.h); valid C99
+ * Included once per instantiation (see cpu/scatter_add_check.h); valid C99
  * and C++ on its own.
  */
 #ifndef SA_LANES_INSTANTIATED
 #define SA_LANES_INSTANTIATED 1
 
-#include "scatter_add_cpu_loops.h"
+#include "cpu/scatter_add_loops.h"
 
 /* ---- the strategies ---- */
 
@@ -65,7 +65,7 @@ static int APPLY_SPECIFIC(sa_threads)(const SA_CTX *c)
     return bc_pool_threads(work, (double)SA_OMP_MIN_WORK, SA_OMP_MIN_WORK / 2.0);
 }
 
-/* A threaded call: its strategy's data, shared by its tasks (bincount_pool.h
+/* A threaded call: its strategy's data, shared by its tasks (cpu/worker_pool.h
  * runs them on the calling thread and on the pool's workers).  Both splits
  * cut idx into blocks of `block` indices and the work into lanes: a lane is
  * a private copy of out (by thread; lane 0 is out itself) or an owner of

@@ -1,10 +1,10 @@
 /*
- * scatter_add_cpu_loops.h -- ScatterAdd's C code, part 2 of 3: adding the
+ * cpu/scatter_add_loops.h -- ScatterAdd's C code, part 2 of 3: adding the
  * increment rows of a range of idx on one thread.
  *
- * Neighbours: scatter_add_cpu_check.h (part 1: the types, the constants, the
- * index check), scatter_add_cpu_lanes.h (part 3: which thread adds which
- * range), scatter_add_cpu.c (the entry point and the overview).
+ * Neighbours: cpu/scatter_add_check.h (part 1: the types, the constants, the
+ * index check), cpu/scatter_add_lanes.h (part 3: which thread adds which
+ * range), cpu/scatter_add.c (the entry point and the overview).
  *
  * A row of contiguous increments onto a contiguous output row is added with
  * vector loads and adds (32-byte vectors, gcc's vector extensions).  In the
@@ -24,13 +24,13 @@
  * the prefetches cost more than they saved).  The loops can skip the rows
  * that another owner adds (sa_owner), for the split by row of part 3.
  *
- * Included once per instantiation (see scatter_add_cpu_check.h); valid C99
+ * Included once per instantiation (see cpu/scatter_add_check.h); valid C99
  * and C++ on its own.
  */
 #ifndef SA_LOOPS_INSTANTIATED
 #define SA_LOOPS_INSTANTIATED 1
 
-#include "scatter_add_cpu_check.h"
+#include "cpu/scatter_add_check.h"
 
 /* Which of `parts` parts owns row r when rows are split between threads:
  * blocks of SA_ROWS_BLOCK rows are dealt out in turn, so that the hot rows

@@ -1,5 +1,5 @@
 /*
- * scatter_set_cpu.c -- the C implementation of ScatterSet, the scatter-set of
+ * cpu/scatter_set.c -- the C implementation of ScatterSet, the scatter-set of
  * rows (aesara_bincount_core/scatter_set.py).
  *
  * Entry point (called from the Op's one-line c_code glue):
@@ -37,7 +37,7 @@
 #define SS_INPLACE 0
 #endif
 
-#include "scatter_add_common.h"
+#include "common/scatter_checks.h"
 
 /* Copy one row of `ndim` dimensions `dims` from src (byte strides sst) to
  * dst (byte strides dst_st), elements of `isz` bytes. */

@@ -1,5 +1,5 @@
 /*
- * bincount_pool.h -- the worker threads of the CPU Op, and how a call shares
+ * cpu/worker_pool.h -- the worker threads of the CPU Op, and how a call shares
  * its work with them without ever waiting on a thread that has not run.
  *
  * Why not an OpenMP parallel region: its end is a barrier that waits for every
@@ -45,7 +45,7 @@
 #ifndef AESARA_BINCOUNT_POOL_H
 #define AESARA_BINCOUNT_POOL_H
 
-#include "bincount_common.h"
+#include "common/host_helpers.h"
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>

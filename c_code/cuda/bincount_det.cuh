@@ -1,13 +1,13 @@
 /*
- * bincount_cuda_det.cuh -- the device code of the deterministic float
+ * cuda/bincount_det.cuh -- the device code of the deterministic float
  * histogram of aesara_bincount.GpuBincount and GpuFusedBincount (chosen when
  * aesara.config.deterministic == "more" at compile time): float weights
  * summed in an order fixed by the launch geometry alone, so that a call
  * returns the same bits every time on the same device.  Neighbours:
- * bincount_cuda_hist.cuh (the default pass, whose to_bin, range check and
- * fused hooks this one reuses), bincount_cuda_det.h (the parameters of the
- * finishing kernel), bincount_cuda_kernel.cu (which instantiates both
- * kernels), bincount_cuda_det_launch.h (the launcher).  Valid CUDA C++17 on
+ * cuda/bincount_hist.cuh (the default pass, whose to_bin, range check and
+ * fused hooks this one reuses), cuda/bincount_det_defs.h (the parameters of the
+ * finishing kernel), cuda/bincount_kernels.cu (which instantiates both
+ * kernels), cuda_host/bincount_det_launch.h (the launcher).  Valid CUDA C++17 on
  * its own: it defines templates only, no kernel.
  *
  * Algorithm (no float atomic anywhere, so no order left to the hardware):
@@ -19,7 +19,7 @@
  *     (the groups loaded first, DET_UNROLL loads in flight per lane, then
  *     added).  For each group the lanes that hold the same bin are found
  *     with __match_any_sync, their weights summed over a fixed tree of their
- *     lane ranks (peer_sum, bincount_cuda_device.cuh) and the lowest of them
+ *     lane ranks (peer_sum, cuda/device_helpers.cuh) and the lowest of them
  *     adds the sum to the warp's bin with a plain read-modify-write, then
  *     __syncwarp orders that write before the next group's.  So a warp's bin
  *     receives its sums in group order, each sum in lane order.
@@ -36,9 +36,9 @@
  *   from timing or the device.  Bins that do not fit in one window are
  *   counted by further passes over x, one per window, for outputs of up to
  *   BC_CUDA_DET_PASS_MAX_BINS bins; longer outputs take the bucket path
- *   (bincount_cuda_det_bucket.cuh), which reuses det_add_group, det_zero
+ *   (cuda/bincount_det_bucket.cuh), which reuses det_add_group, det_zero
  *   and det_merge below over each window's bucket instead of x and
- *   det_finish's chunk branch (bincount_cuda_det_launch.h).
+ *   det_finish's chunk branch (cuda_host/bincount_det_launch.h).
  *
  * float32 weights are summed in float32 within a warp's sub-histogram (as
  * the default pass sums them in shared memory; float32 arithmetic keeps
@@ -51,9 +51,9 @@
 #ifndef BINCOUNT_CUDA_DET_CUH
 #define BINCOUNT_CUDA_DET_CUH
 
-#include "bc_cuda_det_sort.cuh"
-#include "bincount_cuda_det.h"
-#include "bincount_cuda_hist.cuh"
+#include "cuda/det_sort.cuh"
+#include "cuda/bincount_det_defs.h"
+#include "cuda/bincount_hist.cuh"
 
 namespace bc {
 
@@ -167,7 +167,7 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
 
 /* The blocks' partial sums of each bin, block 0 first, rounded once to OUT;
  * in the bucket path the chunks' partial sums of each bin, chunk order
- * (bincount_cuda_det_bucket.cuh), a bin of an empty window +0.0. */
+ * (cuda/bincount_det_bucket.cuh), a bin of an empty window +0.0. */
 template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_finish_params &p)
 {
     const double *src = reinterpret_cast<const double *>(p.src);

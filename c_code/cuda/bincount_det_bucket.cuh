@@ -1,12 +1,12 @@
 /*
- * bincount_cuda_det_bucket.cuh -- the bucket path of the deterministic float
+ * cuda/bincount_det_bucket.cuh -- the bucket path of the deterministic float
  * histogram (aesara.config.deterministic == "more"): outputs of more than
  * BC_CUDA_DET_PASS_MAX_BINS bins, whose window passes over x
- * (bincount_cuda_det.cuh) would need one pass per window.  Neighbours:
- * bincount_cuda_det.cuh (the window pass and the per-warp sums reused here,
- * the finishing kernel), bincount_cuda_det.h (the sizes and the layout of
- * the scratch buffer), bincount_cuda_kernel.cu (which instantiates det_pass),
- * bincount_cuda_det_launch.h (the launcher, which queues the stages in
+ * (cuda/bincount_det.cuh) would need one pass per window.  Neighbours:
+ * cuda/bincount_det.cuh (the window pass and the per-warp sums reused here,
+ * the finishing kernel), cuda/bincount_det_defs.h (the sizes and the layout of
+ * the scratch buffer), cuda/bincount_kernels.cu (which instantiates det_pass),
+ * cuda_host/bincount_det_launch.h (the launcher, which queues the stages in
  * order).  Valid CUDA C++17 on its own: it defines templates only.
  *
  * Algorithm: one most-significant-digit radix pass on the window of each
@@ -79,7 +79,7 @@
 #ifndef BINCOUNT_CUDA_DET_BUCKET_CUH
 #define BINCOUNT_CUDA_DET_BUCKET_CUH
 
-#include "bincount_cuda_det_count.cuh"
+#include "cuda/bincount_det_count.cuh"
 
 namespace bc {
 
@@ -278,7 +278,7 @@ template <typename W> __device__ __forceinline__ void det_sum(const bc_hist_para
     }
 }
 
-/* The deterministic kernel: the stage p.stage (bincount_cuda_det.h). */
+/* The deterministic kernel: the stage p.stage (cuda/bincount_det_defs.h). */
 template <typename X, typename W, bool FUSED, bool FX>
 __device__ __forceinline__ void det_pass(const bc_hist_params &p, const bc_fused_params *f)
 {

@@ -1,21 +1,21 @@
 /*
- * bincount_cuda_det_count.cuh -- the first stages of the bucket path of the
- * deterministic float histogram (bincount_cuda_det_bucket.cuh, whose top
+ * cuda/bincount_det_count.cuh -- the first stages of the bucket path of the
+ * deterministic float histogram (cuda/bincount_det_bucket.cuh, whose top
  * comment has the algorithm): the arrays of its scratch buffer, COUNT
  * (the range check of x and each tile's counts per window) and SCAN (each
  * tile's offset in each window's bucket, the windows' starts), and the
  * same scan done by each SCATTER block for few windows.  Integer counts,
  * sums and offsets only: exact in any order.  Neighbours:
- * bincount_cuda_det.h (the sizes and the layout of the scratch buffer),
- * bincount_cuda_det.cuh (det_zero, DET_UNROLL), bc_cuda_det_sort.cuh
+ * cuda/bincount_det_defs.h (the sizes and the layout of the scratch buffer),
+ * cuda/bincount_det.cuh (det_zero, DET_UNROLL), cuda/det_sort.cuh
  * (DET_NONE, det_block_sum, det_warp_scan, det_table_run),
- * bincount_cuda_hist.cuh (to_bin, publish_check, last_block_check).  Valid
+ * cuda/bincount_hist.cuh (to_bin, publish_check, last_block_check).  Valid
  * CUDA C++17 on its own: it defines templates only.
  */
 #ifndef BINCOUNT_CUDA_DET_COUNT_CUH
 #define BINCOUNT_CUDA_DET_COUNT_CUH
 
-#include "bincount_cuda_det.cuh"
+#include "cuda/bincount_det.cuh"
 
 namespace bc {
 

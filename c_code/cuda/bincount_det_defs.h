@@ -1,22 +1,22 @@
 /*
- * bincount_cuda_det.h -- what the deterministic float histogram shares
- * between its kernels (bincount_cuda_det.cuh, instantiated in
- * bincount_cuda_kernel.cu) and its launcher (bincount_cuda_det_launch.h):
+ * cuda/bincount_det_defs.h -- what the deterministic float histogram shares
+ * between its kernels (cuda/bincount_det.cuh, instantiated in
+ * cuda/bincount_kernels.cu) and its launcher (cuda_host/bincount_det_launch.h):
  * the grid of the pass and the parameters of the kernel that sums the
  * blocks' partial histograms; for the bucket path (outputs of more than
- * BC_CUDA_DET_PASS_MAX_BINS bins, bincount_cuda_det_bucket.cuh), its
+ * BC_CUDA_DET_PASS_MAX_BINS bins, cuda/bincount_det_bucket.cuh), its
  * stages, sizes (windows, tiles, chunks) and the layout of its scratch
  * buffer, which the launcher and the kernels compute with the same
  * functions.
- * The pass itself takes bc_hist_params (bincount_cuda.h), whose `out` is
+ * The pass itself takes bc_hist_params (cuda/kernel_defs.h), whose `out` is
  * then the partial histograms.
  *
- * Valid C99, C++ and CUDA on its own; it includes only bincount_cuda.h.
+ * Valid C99, C++ and CUDA on its own; it includes only cuda/kernel_defs.h.
  */
 #ifndef AESARA_BINCOUNT_CUDA_DET_H
 #define AESARA_BINCOUNT_CUDA_DET_H
 
-#include "bincount_cuda.h"
+#include "cuda/kernel_defs.h"
 
 /* The size functions below serve the launcher and the kernels alike. */
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -32,8 +32,8 @@
 #define BC_CUDA_DET_BLOCKS 256
 
 /* Most bins of the output summed by window passes over x (each value's
- * block and warp fixed by its position, bincount_cuda_det.cuh); more bins
- * take the bucket path (bincount_cuda_det_bucket.cuh).  A length of the
+ * block and warp fixed by its position, cuda/bincount_det.cuh); more bins
+ * take the bucket path (cuda/bincount_det_bucket.cuh).  A length of the
  * output chooses the path, never the device. */
 #define BC_CUDA_DET_PASS_MAX_BINS 4096
 /* Bytes of a window's bins in the bucket path: 1024 float64 or 2048
@@ -49,7 +49,7 @@
 
 /* What a launch of the deterministic pass kernel does (bc_hist_params
  * stage). */
-#define BC_DET_STAGE_WINDOW 0 /* a window pass over x (bincount_cuda_det.cuh) */
+#define BC_DET_STAGE_WINDOW 0 /* a window pass over x (cuda/bincount_det.cuh) */
 #define BC_DET_STAGE_COUNT 1  /* check x, count each tile's values per window */
 #define BC_DET_STAGE_REDUCE 2 /* sum a run of the table (the rows' pre-pass only) */
 #define BC_DET_STAGE_SCAN 3   /* exclusive scan of the table, window starts */
@@ -80,7 +80,7 @@ BC_DET_FN long long bc_det_chunk(long long size)
 }
 
 /* Whether the bucket path's SCATTER stage scans the count table itself
- * (each block its own tile's offsets, bincount_cuda_det_count.cuh) so
+ * (each block its own tile's offsets, cuda/bincount_det_count.cuh) so
  * that no SCAN stage is launched: for at most 32 windows (the tiles are at
  * most BC_CUDA_DET_BLOCKS, so at most 8,192 entries to read a block). */
 BC_DET_FN int bc_det_scan_here(long long windows, long long tiles)
@@ -93,7 +93,7 @@ BC_DET_FN int bc_det_scan_here(long long windows, long long tiles)
  * arrays, for x of `size` values, `windows` windows, `tiles` tiles and
  * weights of `itemsize` bytes; returns the buffer's size in bytes.  The
  * first three are zeroed by one memset (`starts` bytes) before the count:
- *   status   bc_status              the count's range check (bincount_cuda.h)
+ *   status   bc_status              the count's range check (cuda/kernel_defs.h)
  *   table    u32 [windows x tiles]  counts, then their exclusive scan
  *   totals   u32 [windows]          each window's count, summed by atomics
  *   starts   u32 [windows + 1]      bucket offset of each window, then size
@@ -138,7 +138,7 @@ BC_DET_FN int bc_det_bucketed(long long size, long long length, long long tiles,
  * src[b * stride + j], for j < bins.  Bucket path (starts != 0): src is the
  * partials of bc_det_layout, and dst[j], for bin j of window w, the sum of
  * the partials of the chunks that hold window w's entries, in chunk order
- * (bincount_cuda_det_bucket.cuh).  Every field is 8 bytes.
+ * (cuda/bincount_det_bucket.cuh).  Every field is 8 bytes.
  */
 typedef struct bc_det_finish_params {
     bc_u64 src;    /* const double *: the partial histograms of one window */

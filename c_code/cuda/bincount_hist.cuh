@@ -1,14 +1,14 @@
 /*
- * bincount_cuda_hist.cuh -- the device code of the histogram pass of
+ * cuda/bincount_hist.cuh -- the device code of the histogram pass of
  * aesara_bincount.GpuBincount and GpuFusedBincount: the bin of a value
  * under the form's rules (to_bin), the per-thread pass over x (hist_pass),
  * the block's kernel body (hist) and the conversion of the accumulator to
- * the output dtype (finish).  Neighbours: bincount_cuda_kernel.cu (the
+ * the output dtype (finish).  Neighbours: cuda/bincount_kernels.cu (the
  * extern "C" kernels that instantiate these templates, and the generated
- * fused kernels' entry), bincount_cuda_device.cuh (device helpers shared
+ * fused kernels' entry), cuda/device_helpers.cuh (device helpers shared
  * with the rows kernels: shared_add, global_add, warp reductions),
- * bincount_cuda.h (the parameter structs and tuning numbers),
- * bincount_cuda_launch.h (the launcher).  Valid CUDA C++17 on its own: it
+ * cuda/kernel_defs.h (the parameter structs and tuning numbers),
+ * cuda_host/bincount_launch.h (the launcher).  Valid CUDA C++17 on its own: it
  * defines templates only, no kernel.
  *
  * Algorithm of a histogram pass (a privatized histogram):
@@ -32,7 +32,7 @@
  *     bins, whose atomics are compare-and-swap spins in the hardware, are
  *     also summed over the lanes that add to the same bin together, and
  *     64-bit integer bins are added as two native 32-bit adds with a carry
- *     (shared_add, bincount_cuda_device.cuh).
+ *     (shared_add, cuda/device_helpers.cuh).
  *   - The range check is fused with the counting: each thread keeps the
  *     largest value and the first refused position it saw; warps reduce them
  *     and one atomicMax per warp publishes them in the bc_status.  The last
@@ -68,13 +68,13 @@
  * histograms go to a float64 accumulator with the native double atomic add
  * (red.global.add.f64, which keeps subnormals), which the finish kernel
  * rounds to float32 once.  A compare-and-swap loop on float32 (global_add,
- * bincount_cuda_device.cuh) would complete about one update per L2 round
+ * cuda/device_helpers.cuh) would complete about one update per L2 round
  * trip when many blocks merge into the same bins.
  */
 #ifndef BINCOUNT_CUDA_HIST_CUH
 #define BINCOUNT_CUDA_HIST_CUH
 
-#include "bincount_cuda_device.cuh"
+#include "cuda/device_helpers.cuh"
 
 namespace bc {
 

@@ -1,17 +1,17 @@
 /*
- * bincount_cuda_kernel.cu -- the histogram kernels of
+ * cuda/bincount_kernels.cu -- the histogram kernels of
  * aesara_bincount.GpuBincount (one pass over x into a privatized
  * histogram) and the conversion of their accumulator to the output dtype.
- * Neighbours: bincount_cuda_hist.cuh (the templates of a pass, which these
- * kernels instantiate), bincount_cuda_device.cuh (device helpers shared with
- * the rows kernels), bincount_cuda.h (the parameter structs and tuning numbers,
- * shared with the host), scatter_add_cuda_kernel.cu (the scatter-add of
- * rows, GpuScatterAdd's kernels), bincount_cuda_launch.h (the launcher).
+ * Neighbours: cuda/bincount_hist.cuh (the templates of a pass, which these
+ * kernels instantiate), cuda/device_helpers.cuh (device helpers shared with
+ * the rows kernels), cuda/kernel_defs.h (the parameter structs and tuning numbers,
+ * shared with the host), cuda/scatter_add_kernels.cu (the scatter-add of
+ * rows, GpuScatterAdd's kernels), cuda_host/bincount_launch.h (the launcher).
  *
  * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), the
  * headers given by name.  Valid CUDA C++17 on its own: with no -D option it
  * instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_* code of
- * bincount_cuda.h) keeps only those for one dtype of x, which is how the
+ * cuda/kernel_defs.h) keeps only those for one dtype of x, which is how the
  * kernel layer compiles it, one module per dtype of x.
  *
  * Kernels (extern "C", one bc_hist_params or bc_finish_params by value):
@@ -40,11 +40,11 @@
  *                             bc_fused_weight_vec), and the value at a
  *                             refused position is computed again.
  *   bincount_hist_det_<x>_<w> the deterministic kernel of float weights (w:
- *                             f32, f64): a window pass (bincount_cuda_det.cuh,
+ *                             f32, f64): a window pass (cuda/bincount_det.cuh,
  *                             the window's bins summed per warp and per
  *                             block, in a fixed order, into partial
  *                             histograms, no float atomics) or a stage of
- *                             the bucket path (bincount_cuda_det_bucket.cuh),
+ *                             the bucket path (cuda/bincount_det_bucket.cuh),
  *                             as its parameters' `stage` says.
  *                             A generated source that defines BC_FUSED_DET
  *                             makes its BC_FUSED_NAME this pass.
@@ -57,9 +57,9 @@
  *                             f64_f32 (float32 weights, summed in float64).
  *
  * The templates these kernels instantiate, and the algorithm of a pass, are
- * in bincount_cuda_hist.cuh.
+ * in cuda/bincount_hist.cuh.
  */
-#include "bincount_cuda_det_bucket.cuh"
+#include "cuda/bincount_det_bucket.cuh"
 
 /* ---- extern "C" kernels ---- */
 
@@ -105,7 +105,7 @@
     }
 #endif
 
-/* The deterministic kernel of float weights (bincount_cuda_det_bucket.cuh). */
+/* The deterministic kernel of float weights (cuda/bincount_det_bucket.cuh). */
 #define BC_DET(XN, XT, WN, WT)                                                                \
     extern "C" __global__ void __launch_bounds__(BC_CUDA_THREADS, 1)                          \
         bincount_hist_det_##XN##_##WN(const bc_hist_params p)                                 \

@@ -1,10 +1,10 @@
 /*
- * bc_cuda_det_sort.cuh -- the pieces of a stable counting sort by key on
+ * cuda/det_sort.cuh -- the pieces of a stable counting sort by key on
  * the GPU that the deterministic kernels share: the bucket pre-pass of the
- * deterministic scatter-add of rows (scatter_add_cuda_det_bucket.cuh, keys:
+ * deterministic scatter-add of rows (cuda/scatter_add_det_bucket.cuh, keys:
  * the blocks that own the rows) runs the four stages below with them; the
- * bucket path of the deterministic histogram (bincount_cuda_det_count.cuh
- * and bincount_cuda_det_bucket.cuh, keys: windows of bins) has a count that
+ * bucket path of the deterministic histogram (cuda/bincount_det_count.cuh
+ * and cuda/bincount_det_bucket.cuh, keys: windows of bins) has a count that
  * also checks x and a scan by window of its own, and takes DET_NONE, the
  * block sum, the warp scan, the table runs and, where its per-warp counts
  * do not fit in shared memory, det_stable_slots from here.
@@ -35,7 +35,7 @@
 #ifndef BC_CUDA_DET_SORT_CUH
 #define BC_CUDA_DET_SORT_CUH
 
-#include "bincount_cuda_device.cuh"
+#include "cuda/device_helpers.cuh"
 
 namespace bc {
 

@@ -1,15 +1,15 @@
 /*
- * bincount_cuda_device.cuh -- device helpers shared by the CUDA kernels of
- * aesara_bincount: the histogram kernels (bincount_cuda_kernel.cu, of
- * GpuBincount) and the scatter-add of rows (scatter_add_cuda_kernel.cu, of
+ * cuda/device_helpers.cuh -- device helpers shared by the CUDA kernels of
+ * aesara_bincount: the histogram kernels (cuda/bincount_kernels.cu, of
+ * GpuBincount) and the scatter-add of rows (cuda/scatter_add_kernels.cu, of
  * GpuScatterAdd).  The plain-C definitions both share with the host (the
  * parameter structs, the status record, the tuning numbers) are in
- * bincount_cuda.h, which this header includes.
+ * cuda/kernel_defs.h, which this header includes.
  *
  * Holds: dtype traits (signed or not), the block's dynamic shared memory
  * (dynamic_shared), the value of an index as 64 bits,
  * streaming vector loads and write-back vector stores of up to 16 bytes
- * (also those of GpuElemwise's kernels, elemwise_cuda.cuh), the vector
+ * (also those of GpuElemwise's kernels, cuda/elemwise.cuh), the vector
  * loads of a fused kernel's inputs and the glue of its generated vector
  * functions, warp reductions, the add to
  * global memory that keeps float32 subnormals (global_add), and the adds to
@@ -33,7 +33,7 @@
 #ifndef AESARA_BINCOUNT_CUDA_DEVICE_CUH
 #define AESARA_BINCOUNT_CUDA_DEVICE_CUH
 
-#include "bincount_cuda.h"
+#include "cuda/kernel_defs.h"
 
 namespace bc {
 

@@ -1,7 +1,7 @@
 /*
- * elemwise_cuda.cuh -- the launch parameters of the generated elementwise
+ * cuda/elemwise.cuh -- the launch parameters of the generated elementwise
  * kernels (aesara_bincount_core/gpu/elemwise.py, kernel template
- * elemwise_cuda_kernel.cu) and the macros their element code reads and
+ * cuda/elemwise_kernel.cu) and the macros their element code reads and
  * writes through.
  *
  * Valid CUDA on its own (NVRTC; C++ under tests/gpu_emu/cuda_emu.h).  Keep each number a plain integer
@@ -11,8 +11,8 @@
 #ifndef BC_ELEMWISE_CUDA_CUH
 #define BC_ELEMWISE_CUDA_CUH
 
-#include "scalar_cuda_preamble.cuh"
-#include "bincount_cuda_device.cuh"
+#include "cuda/scalar_preamble.cuh"
+#include "cuda/device_helpers.cuh"
 
 /* Most dimensions of an elementwise node (Aesara's arrays may have more:
  * such a node stays on the host). */
@@ -61,7 +61,7 @@ static_assert(sizeof(bc_ew_params) <= 4096, "bc_ew_params exceeds the 4 KB of ke
 #define BC_EW_SCALAR(k, T) (*(const T *)&p.scalars[k])
 
 /* The vector path's view of argument k (see bc_ew_vector in
- * elemwise_cuda_kernel.cu): BC_EW_VEC elements in registers, bc_v<k>,
+ * cuda/elemwise_kernel.cu): BC_EW_VEC elements in registers, bc_v<k>,
  * element bc_j of them.  BC_EW_VLOAD declares and loads an input (one
  * element, repeated, when its step is 0), BC_EW_VDECL declares an output,
  * BC_EW_VSTORE stores it. */

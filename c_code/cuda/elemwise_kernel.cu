@@ -1,9 +1,9 @@
 /*
- * elemwise_cuda_kernel.cu -- the template of the GPU elementwise kernels
+ * cuda/elemwise_kernel.cu -- the template of the GPU elementwise kernels
  * (aesara_bincount_core/gpu/elemwise.py, GpuElemwise).
  *
  * One kernel per elementwise node, Aesara's fused Composite nodes included.
- * The Python side generates a small source that includes elemwise_cuda.cuh,
+ * The Python side generates a small source that includes cuda/elemwise.cuh,
  * then the scalar ops' support code (aesara_bincount_core/scalar_codegen.py),
  * then defines BC_EW_NAME, BC_EW_NARGS (its number of arguments), the
  * element function
@@ -36,7 +36,7 @@
  * BC_EW_VEC_BYTES, or 0 for none): thread t
  * takes the groups of BC_EW_VEC elements t, t + gridDim * blockDim, ...,
  * loads each input's group with 16-byte loads (4 bytes for int8, 8 for
- * int16, two 16-byte loads for 8-byte dtypes; bincount_cuda_device.cuh,
+ * int16, two 16-byte loads for 8-byte dtypes; cuda/device_helpers.cuh,
  * vec_load), computes the elements one after the other with the same
  * element code, and stores each output's group the same way; the last
  * n % BC_EW_VEC elements then go through the loop above.  Every element
@@ -48,10 +48,10 @@
  *     BC_EW_VECTOR_HEAD { BC_EW_VLOAD(k, T) ... BC_EW_VDECL(k, T) ...
  *                         BC_EW_EACH_ELEMENT { element code } BC_EW_VSTORE(k, T) ... }
  *
- * (elemwise_cuda.cuh), its element code reading BC_EW_VIN and writing
+ * (cuda/elemwise.cuh), its element code reading BC_EW_VIN and writing
  * BC_EW_VOUT.
  */
-#include "elemwise_cuda.cuh"
+#include "cuda/elemwise.cuh"
 
 #ifndef BC_EW_NAME
 #define BC_EW_NAME bc_elemwise_copy_f64

@@ -1,8 +1,8 @@
 /*
- * bincount_cuda.h -- definitions shared by the CUDA kernels
- * (bincount_cuda_kernel.cu, scatter_add_cuda_kernel.cu and their device
- * helpers bincount_cuda_device.cuh), the host C code of the GpuBincount Op
- * (bincount_cuda_host.c) and the Python kernel layer
+ * cuda/kernel_defs.h -- definitions shared by the CUDA kernels
+ * (cuda/bincount_kernels.cu, cuda/scatter_add_kernels.cu and their device
+ * helpers cuda/device_helpers.cuh), the host C code of the GpuBincount Op
+ * (cuda_host/gpu_bincount_op.c) and the Python kernel layer
  * (aesara_bincount_core/cuda/kernels.py, which reads the BC_CUDA_* numbers below
  * from this file, so that both launchers use the same values).
  *
@@ -19,7 +19,7 @@ typedef int bc_i32;
 typedef unsigned int bc_u32;
 
 /* ---- launch geometry and strategy (see the block comment in kernels.py and
- * bincount_cuda_host.c, above the launchers, for how they are used) ---- */
+ * cuda_host/gpu_bincount_op.c, above the launchers, for how they are used) ---- */
 
 /* Threads per block; a multiple of the 32-lane warp. */
 #define BC_CUDA_THREADS 512
@@ -51,7 +51,7 @@ typedef unsigned int bc_u32;
  * exact-size array instead of being returned as a view. */
 #define BC_CUDA_COMPACT_MIN_BYTES 1048576
 
-/* ---- the scatter-add of rows (scatter_add_cuda_launch.h) ---- */
+/* ---- the scatter-add of rows (cuda_host/scatter_add_launch.h) ---- */
 /* Columns of a row one lane keeps running sums for, per column tile. */
 #define BC_CUDA_ROWS_TILE 4
 /* Fewest increments (elements) a block of the adding kernel is given before
@@ -70,7 +70,7 @@ typedef unsigned int bc_u32;
  * flight), and is given before more blocks are launched. */
 #define BC_CUDA_ROWS_CHECK_PER_THREAD 4
 /* float32 rows are summed in a float64 scratch the size of the output (native
- * double atomics, then one rounding per element; scatter_add_cuda_kernel.cu)
+ * double atomics, then one rounding per element; cuda/scatter_add_kernels.cu)
  * when it takes at most this many bytes ... */
 #define BC_CUDA_ROWS_SCRATCH_MAX_BYTES 268435456
 /* ... and the output has at most this many rows per index (the scratch is
@@ -78,7 +78,7 @@ typedef unsigned int bc_u32;
  * output's size in float64: an update of a few rows of a large table takes
  * the batched compare-and-swap instead). */
 #define BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX 4
-/* The deterministic kernel (scatter_add_cuda_det.cuh): indices each thread
+/* The deterministic kernel (cuda/scatter_add_det.cuh): indices each thread
  * takes of a chunk of idx (a chunk is BC_CUDA_THREADS times as many), bytes
  * of the stage of increment rows in shared memory, and the dynamic shared
  * memory of a block: the chunk's matches (8-byte rows, 4-byte positions),
@@ -87,14 +87,14 @@ typedef unsigned int bc_u32;
 #define BC_CUDA_ROWS_DET_STAGE_BYTES 32768
 #define BC_CUDA_ROWS_DET_SHARED_BYTES 45184
 /* ... which first sorts the positions of idx by the block that owns their
- * row (its bucket pre-pass, scatter_add_cuda_det_bucket.cuh), so that each
+ * row (its bucket pre-pass, cuda/scatter_add_det_bucket.cuh), so that each
  * block reads its own indices only, when the indices times the column tiles
- * of a row exceed this (scatter_add_cuda_det.h, bc_rows_det_sorted). */
+ * of a row exceed this (cuda/scatter_add_det_defs.h, bc_rows_det_sorted). */
 #define BC_CUDA_ROWS_DET_SORT_MIN 32768
 /* A block's bucket is hot (a hot row's) when it holds at least this many
  * entries and more than BC_CUDA_ROWS_DET_HOT_SHARE times its share n / owners:
  * its columns are then cut into at most BC_CUDA_ROWS_DET_SLICES slices, each
- * added by a block of its own (scatter_add_cuda_det_bucket.cuh), so that
+ * added by a block of its own (cuda/scatter_add_det_bucket.cuh), so that
  * the hot row's increments come through as many multiprocessors. */
 #define BC_CUDA_ROWS_DET_HOT_MIN 4096
 #define BC_CUDA_ROWS_DET_HOT_SHARE 2
@@ -148,7 +148,7 @@ typedef struct bc_hist_params {
     bc_i32 copies;      /* replicated copies of the shared histogram (>= 1) */
     bc_i32 scatter;     /* 1: scatter-add form, 0: bincount form */
     /* Read only by the deterministic kernels' bucket path (0 elsewhere;
-     * bincount_cuda_det.h, bincount_cuda_det_bucket.cuh): */
+     * cuda/bincount_det_defs.h, cuda/bincount_det_bucket.cuh): */
     bc_u64 scratch;     /* its scratch buffer (bc_det_layout) */
     bc_i64 windows;     /* windows of bins of the output */
     bc_i32 stage;       /* BC_DET_STAGE_*: what the launch does */
@@ -206,7 +206,7 @@ typedef struct bc_rows_params {
     bc_i64 chunk;      /* consecutive indices of one work item */
     bc_i64 tiles;      /* column tiles of a row: ceil(row_size / (lanes * BC_CUDA_ROWS_TILE)) */
     bc_i64 items;      /* work items: ceil(n / chunk) * tiles */
-    /* Read only by the deterministic kernel (scatter_add_cuda_det.h): */
+    /* Read only by the deterministic kernel (cuda/scatter_add_det_defs.h): */
     bc_i64 owners;     /* 0, or the blocks owning rows whose buckets scratch holds */
     bc_i64 slices;     /* with owners: column slices of a hot bucket (bc_rows_det_slices) */
     bc_i64 slice_cols; /* with owners: columns of each slice but the last */

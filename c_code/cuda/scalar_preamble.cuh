@@ -1,5 +1,5 @@
 /*
- * scalar_cuda_preamble.cuh -- what the C code of Aesara's scalar ops needs
+ * cuda/scalar_preamble.cuh -- what the C code of Aesara's scalar ops needs
  * to compile as CUDA device code, under NVRTC (which has no C standard
  * headers and no NumPy) and under the host compiler of the test-suite's
  * emulation of CUDA (tests/gpu_emu/cuda_emu.h).
@@ -11,7 +11,7 @@
  * INFINITY).  The device functions of some scalar ops' support code are
  * marked WITHIN_KERNEL (the macro of libgpuarray that Theano's GPU backend
  * defined; Aesara's support code still tests it).  The kernel template that
- * includes this file is c_code/elemwise_cuda_kernel.cu.
+ * includes this file is c_code/cuda/elemwise_kernel.cu.
  *
  * The typedefs are those of NumPy on LP64 platforms (Linux), so that the
  * overloads the scalar code calls resolve as they do in Aesara's C code.

@@ -1,15 +1,15 @@
 /*
- * scatter_add_cuda_det.cuh -- the device code of the deterministic
+ * cuda/scatter_add_det.cuh -- the device code of the deterministic
  * scatter-add of float rows of aesara_bincount.gpu.GpuScatterAdd (chosen
  * when aesara.config.deterministic == "more" at compile time): each row of
  * the output receives its increments one at a time, in index order, each
  * add rounded in the output's dtype, which is the order and the rounding of
  * numpy.add.at; so the result is the same bits on every call, on every
- * device, and equal to np.add.at's.  Neighbours: scatter_add_cuda_kernel.cu
- * (which instantiates it, through scatter_add_cuda_det_bucket.cuh, as
+ * device, and equal to np.add.at's.  Neighbours: cuda/scatter_add_kernels.cu
+ * (which instantiates it, through cuda/scatter_add_det_bucket.cuh, as
  * scatter_rows_det_<idx>_<f32|f64>, and whose
- * checking kernel runs first), bincount_cuda_device.cuh (dynamic_shared),
- * scatter_add_cuda_launch.h (the launcher, which queues it in place of the
+ * checking kernel runs first), cuda/device_helpers.cuh (dynamic_shared),
+ * cuda_host/scatter_add_launch.h (the launcher, which queues it in place of the
  * adding kernel).  Valid CUDA C++17 on its own: templates only.
  *
  * Algorithm.  The rows are cut into equal ranges, one per block (at most
@@ -40,16 +40,16 @@
  *      fixed offsets, adding those of the warp (a uniform predicate); a
  *      tile of at most 64 columns reads and adds two columns a lane, not
  *      BC_CUDA_ROWS_TILE.
- * With p.owners != 0 (large idx: bc_rows_det_sorted, scatter_add_cuda_det.h)
+ * With p.owners != 0 (large idx: bc_rows_det_sorted, cuda/scatter_add_det_defs.h)
  * a pre-pass has sorted the positions of idx by owner block, stably
- * (scatter_add_cuda_det_bucket.cuh, whose rows_det_pass is the kernel's
+ * (cuda/scatter_add_det_bucket.cuh, whose rows_det_pass is the kernel's
  * body and checks the status first), and step 1 becomes: the block's next
  * DET_ROW_CHUNK positions of its bucket, in index order, and their rows,
  * written to the same shared arrays; steps 2 and 3 are the same
  * (det_stage_add).  There a hot bucket's columns are cut into slices, each
  * a block's, and a slice or row of at most 32 bytes is streamed (its next
  * round of increments loading while this one is added, det_add_lean):
- * rows_det and det_bucket_streamed, scatter_add_cuda_det_bucket.cuh.
+ * rows_det and det_bucket_streamed, cuda/scatter_add_det_bucket.cuh.
  * A block's dynamic shared memory (BC_CUDA_ROWS_DET_SHARED_BYTES, 44 KB,
  * det_shared) holds the chunk's matches, the warps' counts and the stage.
  * So every row receives its increments in index order, one add each, rounded
@@ -72,8 +72,8 @@
 #ifndef SCATTER_ADD_CUDA_DET_CUH
 #define SCATTER_ADD_CUDA_DET_CUH
 
-#include "bincount_cuda_device.cuh"
-#include "scatter_add_cuda_det.h"
+#include "cuda/device_helpers.cuh"
+#include "cuda/scatter_add_det_defs.h"
 
 namespace bc {
 

@@ -1,16 +1,16 @@
 /*
- * scatter_add_cuda_det_bucket.cuh -- the bucket pre-pass of the
- * deterministic scatter-add of float rows (scatter_add_cuda_det.cuh): the
+ * cuda/scatter_add_det_bucket.cuh -- the bucket pre-pass of the
+ * deterministic scatter-add of float rows (cuda/scatter_add_det.cuh): the
  * positions of idx sorted, stably, by the block that owns their row, so
  * that each block of the adds reads its own positions only, in increasing
  * order, instead of all of idx once per column tile.  Taken for large idx
- * (bc_rows_det_sorted, scatter_add_cuda_det.h: sizes only).  Neighbours:
- * bc_cuda_det_sort.cuh (the counting sort's pieces, shared with the
- * histogram's bucket path), scatter_add_cuda_det.h (the tiles, the layout
- * of the scratch buffer), scatter_add_cuda_det.cuh (det_row, det_share,
- * and the adds that read the buckets), scatter_add_cuda_kernel.cu (which
+ * (bc_rows_det_sorted, cuda/scatter_add_det_defs.h: sizes only).  Neighbours:
+ * cuda/det_sort.cuh (the counting sort's pieces, shared with the
+ * histogram's bucket path), cuda/scatter_add_det_defs.h (the tiles, the layout
+ * of the scratch buffer), cuda/scatter_add_det.cuh (det_row, det_share,
+ * and the adds that read the buckets), cuda/scatter_add_kernels.cu (which
  * instantiates rows_det_pass as scatter_rows_det_<idx>_<out>),
- * scatter_add_cuda_launch.h (which queues the stages, then the adds).
+ * cuda_host/scatter_add_launch.h (which queues the stages, then the adds).
  * Valid CUDA C++17 on its own: templates only.
  *
  * Stages, each a launch of the deterministic kernel (bc_rows_params stage),
@@ -43,9 +43,9 @@
 #ifndef SCATTER_ADD_CUDA_DET_BUCKET_CUH
 #define SCATTER_ADD_CUDA_DET_BUCKET_CUH
 
-#include "bc_cuda_det_sort.cuh"
-#include "scatter_add_cuda_det.cuh"
-#include "scatter_add_cuda_det.h"
+#include "cuda/det_sort.cuh"
+#include "cuda/scatter_add_det.cuh"
+#include "cuda/scatter_add_det_defs.h"
 
 namespace bc {
 

@@ -1,20 +1,20 @@
 /*
- * scatter_add_cuda_det.h -- what the bucket pre-pass of the deterministic
+ * cuda/scatter_add_det_defs.h -- what the bucket pre-pass of the deterministic
  * scatter-add of rows shares between its kernels (the stages of
- * scatter_rows_det_<idx>_<out>, scatter_add_cuda_det_bucket.cuh) and its
- * launcher (scatter_add_cuda_launch.h): when it is taken, its tiles of idx,
+ * scatter_rows_det_<idx>_<out>, cuda/scatter_add_det_bucket.cuh) and its
+ * launcher (cuda_host/scatter_add_launch.h): when it is taken, its tiles of idx,
  * and the layout of its scratch buffer, computed by both with the same
  * functions.  The stages are those of the histogram's bucket path
- * (BC_DET_STAGE_*, bincount_cuda_det.h), keyed by the block that owns each
+ * (BC_DET_STAGE_*, cuda/bincount_det_defs.h), keyed by the block that owns each
  * index's row instead of by a window of bins.
  *
- * Valid C99, C++ and CUDA on its own; it includes only bincount_cuda_det.h
- * (and through it bincount_cuda.h).
+ * Valid C99, C++ and CUDA on its own; it includes only cuda/bincount_det_defs.h
+ * (and through it cuda/kernel_defs.h).
  */
 #ifndef AESARA_SCATTER_ADD_CUDA_DET_H
 #define AESARA_SCATTER_ADD_CUDA_DET_H
 
-#include "bincount_cuda_det.h"
+#include "cuda/bincount_det_defs.h"
 
 /* Whether the deterministic scatter-add of `n` indices into `nrows` rows of
  * `row_size` elements sorts idx by owner first: more than

@@ -1,15 +1,15 @@
 /*
- * scatter_add_cuda_kernel.cu -- the CUDA kernels of the scatter-add of rows,
+ * cuda/scatter_add_kernels.cu -- the CUDA kernels of the scatter-add of rows,
  * aesara_bincount.gpu.GpuScatterAdd: out[idx[i]] += inc[i] for rows of D
- * elements.  Neighbours: bincount_cuda_device.cuh (device helpers shared
- * with the histogram kernels), bincount_cuda.h (bc_rows_params and the
- * BC_CUDA_ROWS_* numbers), bincount_cuda_kernel.cu (the histogram kernels
- * of GpuBincount), scatter_add_cuda_launch.h (the launcher).
+ * elements.  Neighbours: cuda/device_helpers.cuh (device helpers shared
+ * with the histogram kernels), cuda/kernel_defs.h (bc_rows_params and the
+ * BC_CUDA_ROWS_* numbers), cuda/bincount_kernels.cu (the histogram kernels
+ * of GpuBincount), cuda_host/scatter_add_launch.h (the launcher).
  *
  * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), the
  * headers given by name.  Valid CUDA C++17 on its own: with no -D option it
  * instantiates every kernel; -DBC_X_DTYPE=<code> (a BC_DT_* code of
- * bincount_cuda.h) keeps only those for one dtype of idx, which is how the
+ * cuda/kernel_defs.h) keeps only those for one dtype of idx, which is how the
  * kernel layer compiles it, one module per dtype of idx.
  *
  * Kernels (extern "C", one bc_rows_params by value):
@@ -27,9 +27,9 @@
  *   scatter_rows_det_<idx>_<f32|f64>  instead of the adding kernel under
  *                             aesara.config.deterministic == "more": float
  *                             rows added in index order, np.add.at's bits
- *                             (scatter_add_cuda_det.cuh); for large idx
+ *                             (cuda/scatter_add_det.cuh); for large idx
  *                             also the four stages of its bucket pre-pass
- *                             (p.stage, scatter_add_cuda_det_bucket.cuh).
+ *                             (p.stage, cuda/scatter_add_det_bucket.cuh).
  *
  * Algorithm:
  *   - The checking kernel reads idx once and publishes the first position of
@@ -52,8 +52,8 @@
  *     integers unsigned atomicAdd, 8- and 16-bit integers a compare-and-swap
  *     on the aligned 32-bit word that holds them (as CUDA has no narrower
  *     atomics).  float32 (whose native global atomic add flushes subnormals,
- *     bincount_cuda_device.cuh) takes one of two paths, the launcher's
- *     choice (scatter_add_cuda_launch.h):
+ *     cuda/device_helpers.cuh) takes one of two paths, the launcher's
+ *     choice (cuda_host/scatter_add_launch.h):
  *       - the float64 scratch, when one the size of the output fits
  *         BC_CUDA_ROWS_SCRATCH_MAX_BYTES and the output has at most
  *         BC_CUDA_ROWS_SCRATCH_ROWS_PER_INDEX rows per index: the running
@@ -77,8 +77,8 @@
  *     once, so it is nearer the exact sum than np.add.at's, and a float32
  *     overflow that the sequential sum meets on the way may not happen).
  */
-#include "bincount_cuda_device.cuh"
-#include "scatter_add_cuda_det_bucket.cuh"
+#include "cuda/device_helpers.cuh"
+#include "cuda/scatter_add_det_bucket.cuh"
 
 namespace bc {
 

@@ -1,10 +1,10 @@
 /*
- * scatter_set_cuda_kernel.cu -- the CUDA kernels of the scatter-set of rows,
+ * cuda/scatter_set_kernels.cu -- the CUDA kernels of the scatter-set of rows,
  * aesara_bincount_core.gpu.scatter_set.GpuScatterSet: out[rows[i]] = values[i]
  * for i in index order, so that with duplicate rows the last one in index
  * order wins, as numpy's assignment out[rows] = values does.  Neighbours:
- * scatter_add_cuda_kernel.cu (the scatter-add of rows, whose check kernel
- * checks the rows before these kernels run), scatter_set_cpu.c (the CPU Op).
+ * cuda/scatter_add_kernels.cu (the scatter-add of rows, whose check kernel
+ * checks the rows before these kernels run), cpu/scatter_set.c (the CPU Op).
  *
  * Compiled at run time with NVRTC (aesara_bincount_core/cuda/nvrtc.py), one
  * module (the rows are int64: the Op converts them once they are checked).
@@ -31,9 +31,9 @@
  * (n, row_elems); each row of out is C-contiguous, rows out_row_bytes apart.
  * Cost: two passes over rows and one over the values, plus the scratch of
  * 8 * nrows bytes (zero-filled by the caller).  Blocks of BC_CUDA_THREADS
- * threads (bincount_cuda.h, the launch shape of every kernel of the layer).
+ * threads (cuda/kernel_defs.h, the launch shape of every kernel of the layer).
  */
-#include "bincount_cuda.h"
+#include "cuda/kernel_defs.h"
 
 /* The parameters of both kernels (mirrored by ctypes in
  * aesara_bincount_core/gpu/scatter_set.py; the test emulation reads them

@@ -1,11 +1,11 @@
 /*
- * bincount_cuda_det_launch.h -- the launcher of the deterministic float
+ * cuda_host/bincount_det_launch.h -- the launcher of the deterministic float
  * histogram (the kernels bincount_hist_det_* or a generated fused one
  * built with BC_FUSED_DET, and bincount_det_finish_*; the algorithm is in
- * bincount_cuda_det.cuh).  GpuBincount and GpuFusedBincount run it instead
- * of bc_cuda_bincount (bincount_cuda_launch.h) when they were compiled
+ * cuda/bincount_det.cuh).  GpuBincount and GpuFusedBincount run it instead
+ * of bc_cuda_bincount (cuda_host/bincount_launch.h) when they were compiled
  * under aesara.config.deterministic == "more" and sum float weights
- * (bincount_cuda_host.c, BC_DETERMINISTIC).
+ * (cuda_host/gpu_bincount_op.c, BC_DETERMINISTIC).
  *
  * Plain C99 and C++, no Python: the same call description, kernels, host
  * interface and errors as bc_cuda_bincount, whose checks
@@ -38,7 +38,7 @@
  *      order; each further window [lo, lo + S) is a pass over x and a
  *      finish, queued without waiting (the partial sums allocated here when
  *      step 2 was a COUNT).  More bins: the bucket path
- *      (bincount_cuda_det_bucket.cuh), its COUNT again when step 2 counted
+ *      (cuda/bincount_det_bucket.cuh), its COUNT again when step 2 counted
  *      none or other windows (a new scratch buffer: bc_det_make_layout, a
  *      u32 count per window and tile, the windows' totals and starts, 2 +
  *      weight bytes per value of x for the buckets, 8 bytes per bin of the
@@ -56,10 +56,10 @@
 #ifndef AESARA_BINCOUNT_CUDA_DET_LAUNCH_H
 #define AESARA_BINCOUNT_CUDA_DET_LAUNCH_H
 
-#include "bincount_cuda.h"
-#include "bincount_cuda_det.h"
-#include "bincount_cuda_driver.h"
-#include "bincount_cuda_launch.h"
+#include "cuda/kernel_defs.h"
+#include "cuda/bincount_det_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/bincount_launch.h"
 
 /* The failure of a device whose shared memory cannot hold one bin a warp. */
 static int bc_det_no_shared(bc_cuda_error *err)
@@ -157,7 +157,7 @@ static bc_hist_params bc_cuda_det_bucket_params(const bc_cuda_bincount_call *c, 
 }
 
 /*
- * The first stage of the bucket path (bincount_cuda_det_bucket.cuh), for
+ * The first stage of the bucket path (cuda/bincount_det_bucket.cuh), for
  * `windows` windows of bins and `tiles` tiles (the window passes' grid):
  * its scratch buffer, allocated here (*scratch at *base, released by the
  * caller after the last launch that reads it), one memset of its status,

@@ -1,17 +1,17 @@
 /*
- * bincount_cuda_launch.h -- the launcher of the bincount kernels: the one
+ * cuda_host/bincount_launch.h -- the launcher of the bincount kernels: the one
  * implementation of the launch plan, used by the GpuBincount Op
- * (bincount_cuda_host.c, compiled into the Op's module by Aesara) and by the
- * stand-alone kernel layer (bincount_cuda_lib.c, built into a small shared
+ * (cuda_host/gpu_bincount_op.c, compiled into the Op's module by Aesara) and by the
+ * stand-alone kernel layer (cuda_host/kernel_layer_lib.c, built into a small shared
  * library that aesara_bincount_core/cuda/launcher.py loads with ctypes).
  *
- * Plain C99 and C++, no Python (see bincount_cuda_driver.h): the caller
+ * Plain C99 and C++, no Python (see cuda_host/driver.h): the caller
  * describes its arrays with plain numbers, supplies the kernels of the
  * current context (compiled and loaded by the Python kernel layer,
  * aesara_bincount_core/cuda/modules.py), allocates device memory through
  * bc_cuda_host, and turns a bc_cuda_error into an exception.
  *
- * How a call runs (the numbers are the BC_CUDA_* constants of bincount_cuda.h):
+ * How a call runs (the numbers are the BC_CUDA_* constants of cuda/kernel_defs.h):
  *
  *   0. Checks, in the order of the NumPy reference (semantics.py): x is 1-D,
  *      n >= 0, n bins fit in device memory, the weights' shape, the inputs
@@ -57,14 +57,14 @@
  *
  * A second family of kernels (e.g. a scatter-add of rows) gets a header of
  * its own beside this one, with its own plan and sequence, and reuses
- * bincount_cuda_driver.h: the driver table, bc_cuda_error, bc_cuda_host and
+ * cuda_host/driver.h: the driver table, bc_cuda_error, bc_cuda_host and
  * bc_cuda_read_back.
  */
 #ifndef AESARA_BINCOUNT_CUDA_LAUNCH_H
 #define AESARA_BINCOUNT_CUDA_LAUNCH_H
 
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
 
 /* A 0-d or 1-d device array, as the caller sees it. */
 typedef struct bc_cuda_array {
@@ -432,7 +432,7 @@ static long long bc_cuda_first_bins(const bc_cuda_bincount_call *c, long long ca
 
 /*
  * Step 0 of a call, for this launcher and the deterministic one
- * (bincount_cuda_det_launch.h): the checks, and an empty x, whose result is
+ * (cuda_host/bincount_det_launch.h): the checks, and an empty x, whose result is
  * zeros(n) with no wait.  Returns 1 when the call is done (*result filled),
  * 0 to go on, -1 with *err filled.
  */

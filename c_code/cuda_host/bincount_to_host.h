@@ -1,7 +1,7 @@
 /*
- * bincount_cuda_host_result.h -- the bincount launch whose result goes to
- * the host, for the GpuBincount Op's host code (bincount_cuda_host.c, with
- * BC_TO_HOST): beside the one launcher (bincount_cuda_launch.h), whose checks,
+ * cuda_host/bincount_to_host.h -- the bincount launch whose result goes to
+ * the host, for the GpuBincount Op's host code (cuda_host/gpu_bincount_op.c, with
+ * BC_TO_HOST): beside the one launcher (cuda_host/bincount_launch.h), whose checks,
  * plan, histogram pass and status it uses.  Plain C99 and C++, no Python.
  *
  * When a compiled function copies the output to the host (HostFromGpu
@@ -13,9 +13,9 @@
 #ifndef AESARA_BINCOUNT_CUDA_HOST_RESULT_H
 #define AESARA_BINCOUNT_CUDA_HOST_RESULT_H
 
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "bincount_cuda_launch.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/bincount_launch.h"
 
 /* Outputs whose bins and status take more bytes go through the device
  * path and a copy of the result (page-locked memory is kept that small). */

@@ -1,7 +1,7 @@
 /*
  * The launchers' host callbacks (bc_cuda_host) through CuPy and the GIL, and
  * the Python exception a launch error stands for: the glue that the GPU
- * Ops' host C (bincount_cuda_host.c, scatter_add_cuda_host.c) share.
+ * Ops' host C (cuda_host/gpu_bincount_op.c, cuda_host/gpu_scatter_add_op.c) share.
  *
  * - alloc: a new 1-d cupy.ndarray from CuPy's memory pool, on its current
  *   device and stream (cupy.zeros or cupy.empty); a MemoryError of CuPy is
@@ -17,9 +17,9 @@
 
 #include <Python.h>
 
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "gpuarray_helper.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/gpuarray_type.h"
 
 /* The dtype name of a BC_DT_* code.  CuPy takes the name: the NumPy C API
  * may not be initialised in a module whose inputs are all GPU arrays. */

@@ -1,5 +1,5 @@
 /*
- * bincount_cuda_driver.h -- what every GPU launcher of aesara_bincount stands on:
+ * cuda_host/driver.h -- what every GPU launcher of aesara_bincount stands on:
  * the few CUDA driver API functions it calls, loaded at run time; the error
  * record a launch fills instead of raising; the page-locked slots that status
  * words are read back into; and the interface through which the caller
@@ -7,8 +7,8 @@
  *
  * Plain C99 and C++ with no Python and no cuda.h: it needs only dlfcn.h,
  * stdio.h, stdlib.h and string.h, so that both the GpuBincount Op's module
- * (bincount_cuda_host.c, compiled by Aesara) and the kernel layer's launcher
- * library (bincount_cuda_lib.c, loaded with ctypes) compile it.  The driver
+ * (cuda_host/gpu_bincount_op.c, compiled by Aesara) and the kernel layer's launcher
+ * library (cuda_host/kernel_layer_lib.c, loaded with ctypes) compile it.  The driver
  * library is opened with dlopen on first use ($AESARA_BINCOUNT_LIBCUDA, else
  * libcuda.so.1); the types below match cuda.h (the test-suite checks that when
  * the CUDA toolkit is installed).
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bincount_cuda.h"
+#include "cuda/kernel_defs.h"
 
 typedef int bc_CUresult;
 typedef int bc_CUdevice;
@@ -80,7 +80,7 @@ typedef struct bc_cuda_api {
  * A launch reports a failure in a bc_cuda_error instead of raising, so that
  * this code needs no Python.  The caller turns it into an exception with the
  * project's one message table (aesara_bincount_core/cuda/errors.py renders
- * every code; the BC_MSG_* formats of bincount_common.h for the first ones).
+ * every code; the BC_MSG_* formats of common/host_helpers.h for the first ones).
  * Keep each code a plain integer #define on one line: errors.py parses them.
  */
 #define BC_CUDA_E_NONE 0

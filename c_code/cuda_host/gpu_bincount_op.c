@@ -1,5 +1,5 @@
 /*
- * bincount_cuda_host.c -- the host C code of aesara_bincount.gpu.GpuBincount.
+ * cuda_host/gpu_bincount_op.c -- the host C code of aesara_bincount.gpu.GpuBincount.
  *
  * Entry point (called from the Op's one-line c_code glue):
  *
@@ -23,9 +23,9 @@
  *
  * This file is the Python side of the launch only.  The launch itself (the
  * checks, the passes, the wait, the result) is bc_cuda_bincount of
- * bincount_cuda_launch.h, which the stand-alone kernel layer runs too.  Here:
+ * cuda_host/bincount_launch.h, which the stand-alone kernel layer runs too.  Here:
  *
- *   - the inputs are read off the cupy.ndarray objects (gpuarray_helper.h);
+ *   - the inputs are read off the cupy.ndarray objects (cuda_host/gpuarray_type.h);
  *   - the kernels of the current CUDA context come from the Python kernel
  *     layer (aesara_bincount_core/cuda/modules.py: NVRTC, module loading,
  *     occupancy), asked once per context and kept in a small table keyed by
@@ -39,7 +39,7 @@
  *   - with BC_TO_HOST (the output goes to the host: the Op took the place of
  *     HostFromGpu), the launcher's bc_cuda_bincount_host runs instead, on
  *     device and page-locked memory that the context's entry keeps from call
- *     to call (the staging, cuda_host_staging.h): a call then allocates nothing, copies once and
+ *     to call (the staging, cuda_host/staging.h): a call then allocates nothing, copies once and
  *     waits once, and the output is a NumPy array (the previous one reused
  *     when it has the length);
  *   - the GIL is released while the stream is waited for;
@@ -51,9 +51,9 @@
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
  * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1: the result comes back to the host
- * in one copy, bincount_cuda_host_result.h; the deterministic sum takes the
+ * in one copy, cuda_host/bincount_to_host.h; the deterministic sum takes the
  * device path, then a copy), and BC_DETERMINISTIC (1: float weights summed by
- * bc_cuda_bincount_det of bincount_cuda_det_launch.h, whose kernels
+ * bc_cuda_bincount_det of cuda_host/bincount_det_launch.h, whose kernels
  * BC_HIST_KERNEL and BC_FINISH_KERNEL then name); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
  * initializer) and BC_X_ITEMSIZE, and BC_HIST_KERNEL is then its generated
@@ -87,15 +87,15 @@
 #define BC_OUT_OBJECT PyObject
 #endif
 
-#include "bincount_common.h"
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "bincount_cuda_launch.h"
-#include "bincount_cuda_host_result.h"
-#include "bincount_cuda_det_launch.h"
-#include "gpuarray_helper.h"
-#include "cuda_host_cupy.h"
-#include "cuda_host_staging.h"
+#include "common/host_helpers.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/bincount_launch.h"
+#include "cuda_host/bincount_to_host.h"
+#include "cuda_host/bincount_det_launch.h"
+#include "cuda_host/gpuarray_type.h"
+#include "cuda_host/cupy_callbacks.h"
+#include "cuda_host/staging.h"
 
 #ifdef DTYPE_INPUT_2
 #define BC_WEIGHTED 1

@@ -1,5 +1,5 @@
 /*
- * scatter_add_cuda_host.c -- the host C code of GpuScatterAdd, the
+ * cuda_host/gpu_scatter_add_op.c -- the host C code of GpuScatterAdd, the
  * scatter-add of rows on the GPU (aesara_bincount_core/gpu/scatter_add.py).
  *
  * Entry point (called from the Op's one-line c_code glue):
@@ -11,8 +11,8 @@
  *                                       PyObject *idx,     // cupy.ndarray (N,)
  *                                       PyObject **out);   // cupy.ndarray (V, *rest)
  *
- * It computes what ScatterAdd's scatter_add_cpu.c computes, with the same
- * checks, exceptions and messages (scatter_add_common.h): out = base (a new
+ * It computes what ScatterAdd's cpu/scatter_add.c computes, with the same
+ * checks, exceptions and messages (common/scatter_checks.h): out = base (a new
  * zero-filled array, a new C-contiguous copy of the base, or, in place, the
  * base itself); out[idx[i]] += inc[i].  Returns 0, or -1 with a Python
  * exception set; on failure *out is left as it was and nothing has been
@@ -20,7 +20,7 @@
  *
  * This file is the Python side only: it reads the CuPy arrays, makes the
  * copies CuPy makes best, and runs the one launcher of the rows kernels,
- * bc_cuda_scatter_rows of scatter_add_cuda_launch.h (which the kernel layer
+ * bc_cuda_scatter_rows of cuda_host/scatter_add_launch.h (which the kernel layer
  * runs too), on CuPy's current stream; a launch error becomes an exception
  * through aesara_bincount_core/cuda/errors.py.  Layouts:
  *
@@ -29,7 +29,7 @@
  *     whose rows are not (a transposed or column-sliced view, rare for a
  *     shared variable) is added into a C-contiguous copy, copied back into
  *     the base once every index has been checked.
- *   - increments: broadcast to (N, *rest) by strides (scatter_add_common.h);
+ *   - increments: broadcast to (N, *rest) by strides (common/scatter_checks.h);
  *     used as they are when each row is C-contiguous or one value repeated
  *     (any stride between rows, 0 for one row added at every index);
  *     otherwise copied into a C-contiguous (N, *rest) array first.
@@ -60,13 +60,13 @@
 #define SA_ADD_DET 0
 #endif
 
-#include "bincount_common.h"
-#include "scatter_add_common.h"
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "scatter_add_cuda_launch.h"
-#include "gpuarray_helper.h"
-#include "cuda_host_cupy.h"
+#include "common/host_helpers.h"
+#include "common/scatter_checks.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/scatter_add_launch.h"
+#include "cuda_host/gpuarray_type.h"
+#include "cuda_host/cupy_callbacks.h"
 
 #if SA_ONTO_ZEROS
 #define SA_BASE_T PyArrayObject

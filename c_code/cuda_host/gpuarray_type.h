@@ -1,5 +1,5 @@
 /*
- * gpuarray_helper.h -- C helpers for aesara_bincount.gpu.GpuArrayType, whose
+ * cuda_host/gpuarray_type.h -- C helpers for aesara_bincount.gpu.GpuArrayType, whose
  * values are cupy.ndarray objects.
  *
  * The Type's c_declare / c_init / c_extract / c_sync / c_cleanup are one-line

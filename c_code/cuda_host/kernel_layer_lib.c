@@ -1,11 +1,11 @@
 /*
- * bincount_cuda_lib.c -- the launcher library of the stand-alone kernel layer.
+ * cuda_host/kernel_layer_lib.c -- the launcher library of the stand-alone kernel layer.
  *
  * aesara_bincount_core/cuda/launcher.py builds this file, at run time and
  * once per version (cached on disk), into a small shared library with the
  * system C compiler, and calls it through ctypes: the kernel layer then runs
  * the very launchers the GpuBincount and GpuScatterAdd Ops compile into
- * their modules (bincount_cuda_launch.h, scatter_add_cuda_launch.h), with no
+ * their modules (cuda_host/bincount_launch.h, cuda_host/scatter_add_launch.h), with no
  * Python, Aesara or CUDA headers needed.
  *
  * The functions take plain numbers (ctypes passes them without any mirrored
@@ -15,8 +15,8 @@
  *
  * Valid C99 and C++ on its own.
  */
-#include "bincount_cuda_launch.h"
-#include "scatter_add_cuda_launch.h"
+#include "cuda_host/bincount_launch.h"
+#include "cuda_host/scatter_add_launch.h"
 
 #if defined(__GNUC__)
 #define BC_LIB_EXPORT __attribute__((visibility("default")))
@@ -93,7 +93,7 @@ static bc_cuda_host bc_lib_host(void *ctx, bc_lib_alloc_fn alloc, bc_lib_release
 }
 
 /*
- * bc_cuda_bincount (bincount_cuda_launch.h) with its arguments spelled out.
+ * bc_cuda_bincount (cuda_host/bincount_launch.h) with its arguments spelled out.
  * x_* and w_* describe the arrays (bc_cuda_array); k_* the kernels of the
  * current context (bc_cuda_kernels; k_finish 0 when none).  On success the
  * result's handle, length and view flag are written to result[0..2] and 0 is
@@ -191,7 +191,7 @@ BC_LIB_EXPORT int bc_lib_hist_pass(bc_CUdeviceptr x_ptr, long long x_length,
 }
 
 /*
- * bc_cuda_scatter_rows (scatter_add_cuda_launch.h) with its arguments spelled
+ * bc_cuda_scatter_rows (cuda_host/scatter_add_launch.h) with its arguments spelled
  * out (bc_rows_call, bc_rows_kernels).  Returns 0, or -1 with *err filled.
  */
 BC_LIB_EXPORT int bc_lib_scatter_rows(

@@ -1,12 +1,12 @@
 /*
- * scatter_add_cuda_launch.h -- the launcher of the scatter-add of rows on the
- * GPU (the kernels scatter_rows_* of scatter_add_cuda_kernel.cu): the one
+ * cuda_host/scatter_add_launch.h -- the launcher of the scatter-add of rows on the
+ * GPU (the kernels scatter_rows_* of cuda/scatter_add_kernels.cu): the one
  * implementation of its launch plan and sequence, used by the GpuScatterAdd
- * Op (scatter_add_cuda_host.c, compiled into the Op's module by Aesara) and
- * by the stand-alone kernel layer (bincount_cuda_lib.c, loaded with ctypes
+ * Op (cuda_host/gpu_scatter_add_op.c, compiled into the Op's module by Aesara) and
+ * by the stand-alone kernel layer (cuda_host/kernel_layer_lib.c, loaded with ctypes
  * by aesara_bincount_core/cuda/launcher.py).
  *
- * Plain C99 and C++, no Python: it stands on bincount_cuda_driver.h (the
+ * Plain C99 and C++, no Python: it stands on cuda_host/driver.h (the
  * driver table, bc_cuda_error, bc_cuda_host, bc_cuda_read_back) as the
  * bincount launcher does, and takes two helpers of that launcher.  The caller has already resolved the shapes: the
  * output (a zero-filled array, a copy of the base, or the base itself when
@@ -14,7 +14,7 @@
  * row stride and, within a row, contiguous elements (inc_elem 1) or one
  * value repeated (inc_elem 0); the caller copies anything else into that
  * layout first.  The shape checks and their messages are the caller's
- * (scatter_add_common.h for the Op).
+ * (common/scatter_checks.h for the Op).
  *
  * How a call runs:
  *
@@ -59,10 +59,10 @@
  * (scatter_rows_det_<idx>_<out>, the Op's kernel under deterministic ==
  * "more", in place of the adding kernel) gets the same blocks, each with
  * k->add_shared (BC_CUDA_ROWS_DET_SHARED_BYTES) of dynamic shared memory;
- * its order of adds does not depend on them (scatter_add_cuda_det.cuh).
+ * its order of adds does not depend on them (cuda/scatter_add_det.cuh).
  * For large idx (bc_rows_det_sorted: sizes only) the same kernel is first
  * launched four times more, the stages of its bucket pre-pass (COUNT,
- * REDUCE, SCAN, SCATTER of scatter_add_cuda_det_bucket.cuh, a block per tile
+ * REDUCE, SCAN, SCATTER of cuda/scatter_add_det_bucket.cuh, a block per tile
  * of idx, bc_rows_det_tiles), queued after the check with the adds, which
  * then get owners x bc_rows_det_slices blocks (a hot bucket's column slices'
  * blocks first); their buffer (bc_rows_det_make_layout) sits before the
@@ -72,10 +72,10 @@
 #ifndef AESARA_SCATTER_ADD_CUDA_LAUNCH_H
 #define AESARA_SCATTER_ADD_CUDA_LAUNCH_H
 
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "bincount_cuda_launch.h" /* bc_ceil_div, bc_cuda_alloc */
-#include "scatter_add_cuda_det.h"
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/bincount_launch.h" /* bc_ceil_div, bc_cuda_alloc */
+#include "cuda/scatter_add_det_defs.h"
 
 /* The kernels of one dtype of idx and one output dtype in the current
  * context (aesara_bincount_core/cuda/modules.py loads and sizes them). */
@@ -317,7 +317,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     }
     args[0] = &p;
     memset(then, 0, sizeof(then));
-    /* The pre-pass's four stages (scatter_add_cuda_det_bucket.cuh), a block
+    /* The pre-pass's four stages (cuda/scatter_add_det_bucket.cuh), a block
      * per tile of idx, then the adds reading the buckets (stage 0); the
      * buffer is theirs only (the checking kernel clears a scratch it gets). */
     for (stage = BC_DET_STAGE_WINDOW; owners > 0 && stage <= BC_DET_STAGE_SCATTER; stage++) {
@@ -345,7 +345,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
     if (!(c->check_only || c->row_size == 0 || c->nrows == 0)) {
         then[n_then].func = wide ? k->wide : k->add;
         /* with the buckets, owners x slices (rows_det: a hot bucket's
-         * slices' blocks first, scatter_add_cuda_det_bucket.cuh) */
+         * slices' blocks first, cuda/scatter_add_det_bucket.cuh) */
         then[n_then].blocks = (unsigned)(owners > 0 ? owners * stages[BC_DET_STAGE_WINDOW].slices
                                                     : plan.blocks);
         then[n_then].shared_bytes = wide ? 0u : k->add_shared;

@@ -1,8 +1,8 @@
 /*
- * cuda_host_staging.h -- the memory that a GPU bincount whose result goes to
+ * cuda_host/staging.h -- the memory that a GPU bincount whose result goes to
  * the host keeps from call to call (the staging of bc_cuda_bincount_host,
- * bincount_cuda_host_result.h), and the NumPy output made from it: the glue
- * of bincount_cuda_host.c with BC_TO_HOST.
+ * cuda_host/bincount_to_host.h), and the NumPy output made from it: the glue
+ * of cuda_host/gpu_bincount_op.c with BC_TO_HOST.
  *
  * A staging is device memory (a cupy.ndarray from CuPy's pool, so that it
  * counts against the pool as the rest of CuPy's memory does) and as many
@@ -16,11 +16,11 @@
 
 #include <Python.h>
 
-#include "bincount_common.h" /* NumPy's headers, as the project includes them */
-#include "bincount_cuda.h"
-#include "bincount_cuda_driver.h"
-#include "bincount_cuda_host_result.h"
-#include "cuda_host_cupy.h"
+#include "common/host_helpers.h" /* NumPy's headers, as the project includes them */
+#include "cuda/kernel_defs.h"
+#include "cuda_host/driver.h"
+#include "cuda_host/bincount_to_host.h"
+#include "cuda_host/cupy_callbacks.h"
 
 typedef struct bc_host_staging {
     PyObject *device_array; /* a cupy.ndarray of device_bytes, or NULL */

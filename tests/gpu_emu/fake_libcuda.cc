@@ -1,11 +1,11 @@
 /*
  * fake_libcuda.cc -- a stand-in for libcuda.so.1 that runs the kernels of
- * c_code/bincount_cuda_kernel.cu (histograms) and c_code/scatter_add_cuda_kernel.cu (rows)
+ * c_code/cuda/bincount_kernels.cu (histograms) and c_code/cuda/scatter_add_kernels.cu (rows)
  * on CPU threads (cuda_emu.h), for the test-suite on machines without a GPU.
  *
  * It implements the driver API calls that aesara_bincount makes (through
  * ctypes in aesara_bincount_core/cuda/driver.py and through dlopen in
- * c_code/bincount_cuda_driver.h), with "device pointers" that are host
+ * c_code/cuda_host/driver.h), with "device pointers" that are host
  * pointers (the fake CuPy of tests/gpu_emu/fakecupy allocates NumPy memory).
  * It checks what the real driver checks that matters here: block shape,
  * dynamic shared memory against the function's limit, module images that
@@ -56,9 +56,9 @@
  */
 #include "cuda_emu.h"
 
-#include "bincount_cuda_kernel.cu"
-#include "scatter_add_cuda_kernel.cu"
-#include "scatter_set_cuda_kernel.cu"
+#include "cuda/bincount_kernels.cu"
+#include "cuda/scatter_add_kernels.cu"
+#include "cuda/scatter_set_kernels.cu"
 
 #include <chrono>
 #include <condition_variable>
