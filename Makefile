@@ -20,7 +20,7 @@ PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check $(addpref
 PYTHON_CHECK = bash scripts/python_check.sh $(if $(PYTHON_GIVEN),--given,--default) "$(PYTHON)" \
   --goal $(or $(firstword $(filter-out python-check,$(MAKECMDGOALS))),venv)
 
-.PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle
+.PHONY: venv demo test test-long test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
 # build where one lies in pip's find-links.  torch asks for setuptools >= 77,
@@ -149,6 +149,13 @@ gpu-dry-run: $(STAMP)
 GPU_ENV ?= ../shared/gpu-env
 gpu-bundle:
 	bash $(GPU_ENV)/make_bundle.sh .gpu-bundle 3.12
+
+## The long tier, run before each stop and not by CI: the tests marked long (the
+## exhaustive grids and long fuzzing that make test leaves out), on the CPU, then
+## on the CPU emulation of the GPU (tests/gpu_emu).  Docs: Development, "Test tiers".
+test-long: $(DOCS_STAMP)
+	AESARA_BINCOUNT_LONG=1 $(PY) -m pytest -n $(TEST_JOBS) -m "long and not gpu" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	AESARA_BINCOUNT_LONG=1 $(PY) tests/gpu_emu/run.py -n $(TEST_JOBS) -m "long and gpu" tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 ## The differential fuzz tests with many examples (by hand: about an hour on 2 cores).
 fuzz-long: $(STAMP)
