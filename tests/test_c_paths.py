@@ -9,7 +9,7 @@ as it is, it is an ordinary test against :func:`numpy.bincount` and
 reference), through ``aesara.function``.
 
 The paths, by what picks them (``c_code/cpu/bincount.c``,
-``c_code/scatter_add_cpu*.{c,h}``): few bins (a private histogram; runs of
+``c_code/cpu/scatter_add*.{c,h}``): few bins (a private histogram; runs of
 equal values; skewed values), many bins (the direct path, prefetched), with
 float64 weights, the scatter-add form (negative indices wrap), each with
 OpenMP threads where the input is large enough (the pool's tasks); rows of
