@@ -203,8 +203,6 @@ def _scatter_terms(fgraph, s: Variable, dtype: str) -> Optional[List[Tuple[Varia
         base, inc, idx = node.inputs
         if op.onto == "zeros":
             return [(inc, idx)]
-        if not _single_client(fgraph, base):
-            return None
         below = _scatter_terms(fgraph, base, dtype)
         return None if below is None else below + [(inc, idx)]
     if type(op) is Bincount and op.mode == "scatter":
@@ -297,7 +295,7 @@ def match_sparse_update(fgraph, root: Variable, new: Variable):
     s, path = _linear_path(fgraph, term)
     s = _through_round_trips(fgraph, s)
     terms = _scatter_terms(fgraph, s, dtype)
-    if terms is None or not _single_client(fgraph, s):
+    if terms is None:
         return None
     shape_feature = getattr(fgraph, "shape_feature", None)
     if shape_feature is None or s.type.ndim != w_host.type.ndim or not shape_feature.same_shape(s, w_host):

@@ -232,6 +232,7 @@ def _dense_cases():
 
     return {
         "the gradient is also an output": lambda W, idx, _: ([g(W, idx)], [(W, W - lr * g(W, idx))]),
+        "the gradient is also an output, W - S": lambda W, idx, _: ([g(W, idx)], [(W, W - g(W, idx))]),
         "W is an output": lambda W, idx, _: ([W], [(W, W - lr * g(W, idx))]),
         "a view of W is an output": lambda W, idx, _: ([W.T[1]], [(W, W - lr * g(W, idx))]),
         "W is read before and after": reads_old_and_new,
