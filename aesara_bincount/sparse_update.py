@@ -65,6 +65,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 from aesara.compile import optdb
 from aesara.graph.basic import Variable
+from aesara.graph.features import InconsistencyError
 from aesara.graph.rewriting.basic import GraphRewriter, copy_stack_trace
 from aesara.scalar import basic as aes
 from aesara.tensor.basic import cast, concatenate, constant
@@ -341,9 +342,13 @@ class SparseUpdate(GraphRewriter):
         for out_idx, in_idx in sorted(mapping.items()):
             root, new = fgraph.inputs[in_idx], fgraph.outputs[out_idx]
             found = match_sparse_update(fgraph, root, new)
-            if found is not None:
+            if found is None:
+                continue
+            try:
                 fgraph.replace_all_validate([found], reason="sparse_update")
-                count += 1
+            except InconsistencyError:  # a feature refused it: the dense form stays
+                continue
+            count += 1
         return count
 
 

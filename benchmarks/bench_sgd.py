@@ -92,7 +92,7 @@ def graph_of(fn):
     return [str(node.op) for node in fn.maker.fgraph.toposort()]
 
 
-def run_cell(extra, nrows, batch, rng):
+def run_cell(extra, nrows, batch, rng, quick=False):
     W0 = rng.standard_normal((nrows, D)).astype("float32")
     idx_np = rng.integers(0, nrows, batch)
     t_np = rng.standard_normal((batch, D)).astype("float32")
@@ -137,7 +137,8 @@ def run_cell(extra, nrows, batch, rng):
     np.testing.assert_array_equal(tables["sparse"], expected)  # np.add.at's bits (one thread)
 
     # The dense steps take milliseconds to hundreds of them: few calls a round.
-    res = interleaved_times(cands, one_thread=list(cands), rounds=3, budget_s=0.05 if nrows < 10**4 else 0.3)
+    res = interleaved_times(cands, one_thread=list(cands), rounds=1 if quick else 3,
+                            budget_s=0.005 if quick else 0.3)
     return res["ms"], res["cpu_ms"], graphs
 
 
@@ -226,7 +227,7 @@ def main(argv=None):
         machine["cpu_details"] = cpu_details()
         rows = []
         for i, (nrows, batch) in enumerate(cells(args.quick)):
-            wall, cpu, graphs = run_cell(extra, nrows, batch, rng)
+            wall, cpu, graphs = run_cell(extra, nrows, batch, rng, args.quick)
             rows.append(dict(nrows=nrows, batch=batch, width=D, dtype="float32", ms=wall, cpu_ms=cpu,
                              graphs=graphs, load=list(load_average())))
             print(f"[{i + 1}] V={size_text(nrows)} B={size_text(batch)}: CPU ms "
