@@ -91,8 +91,10 @@ def _single_client(fgraph, v: Variable) -> bool:
 
 def _aliases(fgraph, root: Variable) -> set:
     """``root`` and every variable that shares its memory: views (an Op's
-    ``view_map``, ``DimShuffle``), and ``HostFromGpu`` of it (after the GPU
-    rewrites, the GPU array itself)."""
+    ``view_map``, ``DimShuffle``), and the transfers of them, ``HostFromGpu``
+    and ``GpuFromHost``: the lifting and the removal of round trips (48.4 to
+    48.52) make ``GpuFromHost(DimShuffle(HostFromGpu(W)))`` a view of the GPU
+    array ``W`` itself."""
     seen, todo = {root}, [root]
     while todo:
         v = todo.pop()
@@ -100,7 +102,7 @@ def _aliases(fgraph, root: Variable) -> set:
             if node == "output":
                 continue
             outs = []
-            if isinstance(node.op, (HostFromGpu, DimShuffle)):
+            if isinstance(node.op, (HostFromGpu, GpuFromHost, DimShuffle)):
                 outs = list(node.outputs)
             else:
                 for o, ins in getattr(node.op, "view_map", {}).items():

@@ -281,6 +281,27 @@ def test_dense_form_is_kept(case):
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_view_of_the_table_as_output_keeps_the_dense_form(backend):
+    """A view of W as an output (on GPU data, ``W.T`` kept on the GPU: a view of the
+    shared array itself): the dense form stays, and the view shows W before the step."""
+    backend.require()
+    W0 = RNG.standard_normal((6, 2)).astype("float32")
+    W = backend.shared(W0, name="W")
+    idx = at.lvector("idx")
+    f = aesara.function([idx], W.T * 2, updates=[(W, W - 0.5 * aesara.grad((W[idx] ** 2).sum(), W))])
+    view = W.T
+    if backend is not CPU:  # the view as a GPU array: W's own memory
+        from aesara_bincount import gpu
+
+        view = gpu.gpu_from_host(view)
+    g = aesara.function([idx], view, updates=[(W, W - 0.5 * aesara.grad((W[idx] ** 2).sum(), W))])
+    assert _sparse_nodes(f, W) and not _sparse_nodes(g, W)
+    _assert_bits(backend.to_numpy(g(np.array([1, 1, -1]))), W0.T)
+    expected = W0.copy()
+    np.add.at(expected, [1, 1, -1], -((2 * W0[[1, 1, -1]]) * np.float32(0.5)))
+    np.testing.assert_allclose(backend.get(W), expected, rtol=1e-6)
+
+
 def test_switched_off_by_name():
     W = aesara.shared(np.ones((5, 2)), name="W")
     idx = at.lvector("idx")
