@@ -105,13 +105,17 @@ $(BENCH_STAMP): $(STAMP)
 
 ## The CPU benchmarks (about 15 minutes on 2 cores; run them on a quiet machine):
 ## the scatter-add of rows (benchmarks/results/$(ROWS_NAME).md / .json and
-## docs/_static/rows.png), then the grid and the busy-cores scenario, the table
+## docs/_static/rows.png), the SGD step of an embedding table written
+## W - lr * grad(cost, W) against its dense form (benchmarks/results/$(SGD_NAME).md
+## / .json), then the grid and the busy-cores scenario, the table
 ## with the targets of issue 13 (benchmarks/results/cpu-dev.md / .json), the
 ## plots (docs/_static/) and the figures in README.rst, which name both runs:
 ## every plot is redrawn from the run whose figures the README shows.
 ROWS_NAME ?= rows-dev
+SGD_NAME ?= sgd-dev
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_rows.py --plot --name $(ROWS_NAME) $(ROWS_BENCH_ARGS)
+	$(PY) benchmarks/bench_sgd.py --name $(SGD_NAME)
 	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)

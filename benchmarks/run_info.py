@@ -87,6 +87,31 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_details() -> Dict[str, object]:
+    """The CPU's family, model and whether it has AVX-512 (``/proc/cpuinfo``; empty elsewhere).
+
+    Benchmark figures name the microarchitecture with them (issue 41): the
+    model name alone does not tell an EPYC of one generation from the next.
+    """
+    info: Dict[str, object] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "cpu family":
+                    info["family"] = int(value)
+                elif key == "model":
+                    info["model"] = int(value)
+                elif key == "flags":
+                    info["avx512"] = "avx512f" in value.split()
+                if {"family", "model", "avx512"} <= set(info):
+                    break
+    except (OSError, ValueError):
+        pass
+    return info
+
+
 def run_words(machine: dict) -> str:
     """The run's date, time and load average in words, as plots and README print them."""
     when = str(machine.get("date", "date unknown"))
