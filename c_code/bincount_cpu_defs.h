@@ -49,6 +49,7 @@
 #endif
 
 #include "bincount_common.h"
+#include "bincount_cpu_plan.h"
 #include "bincount_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,7 @@ typedef struct {
     int nhists;
     int runs;          /* the sample says: runs of equal values dominate */
     int skewed;        /* the sample says: repeats are frequent */
+    unsigned plan;     /* the CPU plan (bincount_cpu_plan.h) */
     npy_uint64 top;    /* the largest sampled value (as unsigned) */
     BC_HIST *hists;
     int stop;          /* set (atomically) when any task fails or bails */

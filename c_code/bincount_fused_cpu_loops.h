@@ -13,13 +13,31 @@
  * workers claim (bincount_pool.h).  A task goes through its slice in groups
  * of eight: it computes the eight values of x (into registers), checks them
  * with one test, (v0 | ... | v7) < capacity as unsigned (a negative value is
- * then huge), tracks their maximum, and adds them, computing each weight as
- * it adds it.  A group that fails the test goes element by element: wrap a
- * negative index (scatter-add form), grow the histogram (bincount form), or
- * stop with a range error.  (Blocks of computed values in a buffer on the
- * stack, with a vectorised elementwise loop, measured 1.6x slower than this
- * for th * v: the buffer's stores and loads cost more than the vector
- * multiplies save.)  Private histograms are as in bincount_cpu.c: one per
+ * then huge), tracks their maximum, and adds them.  An x that is an input
+ * of 8 bytes is tested on one vector load of the group (AVX-512, else two
+ * of AVX2: a vector OR and test, and a vector maximum), and read again
+ * element by element for the addresses, as in bincount_cpu_weighted.h.
+ * The weights go one of two ways, which the CPU plan chooses
+ * (bincount_cpu_plan.h, BC_PLAN_SCALAR_WEIGHTS):
+ *   - vectors (the default, where the weights have a vector form: stored
+ *     float weights, or a graph of +, -, *, / and negation of float64
+ *     values, which the Op generates as BC_FUSED_WV with GCC's vector
+ *     types): the eight weights of a group are read, or computed, as two
+ *     vectors of 32 bytes (one for float32), and each is taken out of its
+ *     lane as it is added.  Each vector operation is the IEEE operation of
+ *     the scalar code on every lane, so the weights are the same bits;
+ *   - scalars: each weight is computed by the scalar code as it is added
+ *     (every other graph, and the plan's alternative).
+ * Where the loop is bound by its loads and stores (1000 bins fit in the L1
+ * cache), the vectors save a load an element for each input array of the
+ * weights (th * v: x, v, the bin and its store, against x, the bin and its
+ * store plus an eighth of a load and a shuffle).  (Blocks of computed
+ * values in a buffer on the stack, with a vectorised elementwise loop,
+ * measured 1.6x slower than the scalars for th * v: the buffer's stores and
+ * loads cost more than the vector multiplies save.)  A group that fails the
+ * test goes element by element: wrap a negative index (scatter-add form),
+ * grow the histogram (bincount form), or stop with a range error.  Private
+ * histograms are as in bincount_cpu.c: one per
  * thread for exact sums, one per task for float sums (summed in task order:
  * the same rounding on every call for a given thread count).  A histogram
  * that would need more bins than N / (2 x histograms) (at least 4096) makes
@@ -52,6 +70,7 @@
 #define BC_NX 2
 #define BC_NIN 5
 #define BC_FX_T npy_int64
+#define BC_FX_SIZE 8
 #define BC_FX_FUSED 1
 #define BC_WEIGHTED 1
 #define BC_FW_FUSED 1
@@ -81,12 +100,16 @@
 #endif
 
 #include "bincount_common.h"
+#include "bincount_cpu_plan.h"
 #include "bincount_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#if defined(__AVX2__)
+#include <immintrin.h>
 #endif
 
 #define BC_F_STOP_CHECK 65536 /* elements between looks at the stop flag */
@@ -113,6 +136,37 @@
  * the last non-zero bin, read at the end: the loop tracks no maximum. */
 #define BC_F_TRACK_MAX (BC_WEIGHTED || ITEMSIZE_OUTPUT_0 < 8)
 
+/* The vector range test of a group of eight values of an x read in place:
+ * 8-byte x, with AVX2 (two vectors), or AVX-512 (one vector) where the plan
+ * says BC_PLAN_AVX512_TEST.  Other groups take the test in general registers. */
+#if !BC_FX_FUSED && BC_FX_SIZE == 8 && (defined(__AVX512F__) || defined(__AVX2__))
+#define BC_F_VTEST 1
+#else
+#define BC_F_VTEST 0
+#endif
+#if BC_F_VTEST && defined(__AVX512F__)
+#define BC_F_WIDE 1
+#else
+#define BC_F_WIDE 0
+#endif
+
+/* Weights as vectors of 32 bytes (GCC's vector types): stored float
+ * weights, or computed ones whose graph the Op generated as BC_FUSED_WV
+ * (it then defines BC_FW_VEC 1).  BC_F_LANES lanes a vector. */
+#if BC_WEIGHTED && BC_OUT_FLOAT && !BC_FW_FUSED && defined(__GNUC__)
+#define BC_FW_VEC 1
+#define BC_FUSED_WV(i, dst) memcpy(&(dst), bc_wp + (i), sizeof(dst))
+#endif
+#if !defined(BC_FW_VEC) || !defined(__GNUC__) || !BC_OUT_FLOAT
+#undef BC_FW_VEC
+#define BC_FW_VEC 0
+#endif
+#if BC_FW_VEC
+#define BC_F_LANES ((int)(32 / sizeof(BC_OUT_T)))
+#define BC_FWV APPLY_SPECIFIC(bc_fwv)
+typedef BC_OUT_T BC_FWV __attribute__((vector_size(32)));
+#endif
+
 #define BC_F_OK 0
 #define BC_F_RANGE 1 /* a value out of range */
 #define BC_F_BAIL 2  /* too many bins for private histograms */
@@ -138,6 +192,7 @@ typedef struct {
     npy_intp n;          /* minlength, or the histogram length */
     int w_const;         /* one weight for every element */
     BC_OUT_T w_value;
+    unsigned plan;       /* the CPU plan (bincount_cpu_plan.h) */
     npy_intp limit;      /* most bins of a private histogram */
     npy_intp ntasks;
     int per_task;
@@ -175,38 +230,146 @@ static int APPLY_SPECIFIC(bc_f_reserve)(BC_FHIST *h, npy_intp need)
     return 0;
 }
 
+
 /* Each weight is rounded to its dtype before it is added, as in the unfused
  * graph: no contraction of the scalar code's product with the addition into
- * the bin (a fused multiply-add would round once). */
+ * the bin (a fused multiply-add would round once). *
+ * The helpers of the loops are inside these options too, so that they can be
+ * inlined into them. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+/* The running maximum of the values a loop has tested (BC_F_TRACK_MAX):
+ * in a general register, or in a vector register beside the vector test,
+ * folded into m at the end of the loop (bc_f_max_fold). */
+#define BC_FMAX APPLY_SPECIFIC(bc_fmax)
+typedef struct {
+    npy_uint64 m;
+#if BC_F_VTEST
+    __m256i m2;
+#endif
+#if BC_F_WIDE
+    __m512i m5;
+#endif
+} BC_FMAX;
+
+/* Does a value of the group xv[0:8) lie outside [0, ucap) (ucap a power of
+ * two, at least 64)?  Else folds the group into the maximum t.  `wide`: one
+ * AVX-512 vector for the group, else two of AVX2; after the test every
+ * value is below ucap, so AVX2 takes the maximum on 32-bit lanes while ucap
+ * is at most 2**32 (the upper halves are 0), else with its signed 64-bit
+ * compare. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int APPLY_SPECIFIC(bc_f_group_bad)(const BC_FX_T *xv, npy_uint64 ucap, int wide,
+                                                 BC_FMAX *t)
+{
+#if BC_F_WIDE
+    if (wide) {
+        const __m512i a = _mm512_loadu_si512((const void *)xv);
+        if (_mm512_test_epi64_mask(a, _mm512_set1_epi64((long long)~(ucap - 1))))
+            return 1;
+        if (BC_F_TRACK_MAX)
+            t->m5 = _mm512_max_epu64(t->m5, a);
+        return 0;
+    }
+#endif
+#if BC_F_VTEST
+    {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)xv);
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(xv + 4));
+        (void)wide;
+        if (!_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_set1_epi64x((long long)~(ucap - 1))))
+            return 1;
+        if (BC_F_TRACK_MAX && ucap <= ((npy_uint64)1 << 32)) {
+            /* The upper halves are 0: the 32-bit maximum is the 64-bit one. */
+            t->m2 = _mm256_max_epu32(t->m2, _mm256_max_epu32(a, b));
+        } else if (BC_F_TRACK_MAX) {
+            t->m2 = _mm256_blendv_epi8(t->m2, a, _mm256_cmpgt_epi64(a, t->m2));
+            t->m2 = _mm256_blendv_epi8(t->m2, b, _mm256_cmpgt_epi64(b, t->m2));
+        }
+        return 0;
+    }
+#else
+    {
+        npy_uint64 any = 0;
+        int k;
+        (void)wide;
+        for (k = 0; k < 8; k++) {
+            const npy_uint64 u = (npy_uint64)xv[k];
+            any |= u;
+            if (BC_F_TRACK_MAX) /* a group that fails is counted by the slow path */
+                t->m = u > t->m ? u : t->m;
+        }
+        return any >= ucap;
+    }
+#endif
+}
+
+/* The largest value the maxima of t hold. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline npy_uint64 APPLY_SPECIFIC(bc_f_max_fold)(const BC_FMAX *t)
+{
+    npy_uint64 m = t->m;
+#if BC_F_VTEST
+    {
+        npy_int64 l[4];
+        int k;
+        _mm256_storeu_si256((__m256i *)(void *)l, t->m2);
+        for (k = 0; k < 4; k++)
+            m = (npy_uint64)l[k] > m ? (npy_uint64)l[k] : m;
+    }
+#endif
+#if BC_F_WIDE
+    {
+        const npy_uint64 w = (npy_uint64)_mm512_reduce_max_epu64(t->m5);
+        m = w > m ? w : m;
+    }
+#endif
+    return m;
+}
+
+
 /* The fast path: groups of eight while every value of a group lies in
  * [0, cap).  Returns the index of the first group that did not (or of the
  * tail shorter than a group), which the slow path handles; on a failure of
- * the scalar code it sets h->status to BC_F_FAULT. */
+ * the scalar code it sets h->status to BC_F_FAULT.  `vec_w`: the weights of
+ * a group as vectors (BC_FUSED_WV, taken out lane by lane), else each by the
+ * scalar code as it is added; `wide`: the range test on one AVX-512 vector.
+ * Inlined into bc_f_fast once for each pair of them that the build has, so
+ * that each loop is compiled for constant choices. */
 #define BC_SCALAR_FAIL(code)                                                   \
     do {                                                                       \
         (void)(code);                                                          \
         h->status = BC_F_FAULT;                                                \
         return i;                                                              \
     } while (0)
-static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i,
-                                          npy_intp end)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline npy_intp APPLY_SPECIFIC(bc_f_groups)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i,
+                                                   npy_intp end, const int vec_w, const int wide)
 {
     const npy_uint64 ucap = (npy_uint64)h->cap;
     BC_ACC_T *BC_RESTRICT bins = h->bins;
-    npy_uint64 m = h->max_seen;
     const int w_const = ctx->w_const;
     const BC_ACC_T w_value = (BC_ACC_T)ctx->w_value;
+    BC_FMAX t;
     BC_FX_LOCALS(ctx->in)
     BC_FW_LOCALS(ctx->in)
     (void)w_const;
     (void)w_value;
+    (void)vec_w;
+    memset(&t, 0, sizeof(t));
+    t.m = h->max_seen;
+    if (BC_F_VTEST && ucap == 0)
+        return i; /* no histogram yet: the slow path makes one */
     for (; i + 8 <= end; i += 8) {
-        npy_uint64 any = 0;
         int k;
 #if BC_FX_FUSED
         BC_FX_T xv[8];
@@ -215,15 +378,18 @@ static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_i
 #else
         const BC_FX_T *xv = bc_xp0 + i; /* read in place */
 #endif
-        for (k = 0; k < 8; k++) {
-            const npy_uint64 u = (npy_uint64)xv[k];
-            any |= u;
-#if BC_F_TRACK_MAX
-            m = u > m ? u : m; /* a group that fails is counted by the slow path */
-#endif
-        }
-        if (any >= ucap)
+        if (APPLY_SPECIFIC(bc_f_group_bad)(xv, ucap, wide, &t))
             break;
+#if BC_FW_VEC
+        if (vec_w) {
+            BC_FWV wv[8 / BC_F_LANES];
+            for (k = 0; k < 8 / BC_F_LANES; k++)
+                BC_FUSED_WV(i + k * BC_F_LANES, wv[k]);
+            for (k = 0; k < 8; k++)
+                bins[(npy_intp)xv[k]] += (BC_ACC_T)wv[k / BC_F_LANES][k % BC_F_LANES];
+            continue;
+        }
+#endif
 #if BC_WEIGHTED
         if (w_const) {
             for (k = 0; k < 8; k++)
@@ -237,10 +403,25 @@ static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_i
             bins[(npy_intp)xv[k]] += (BC_ACC_T)wk;
         }
     }
-    h->max_seen = m;
+    h->max_seen = APPLY_SPECIFIC(bc_f_max_fold)(&t);
     return i;
 }
 #undef BC_SCALAR_FAIL
+
+/* The fast path of a task, in the loop the plan chooses (see the header);
+ * vector weights only where the weights have a vector form and are not one
+ * broadcast weight. */
+static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i,
+                                          npy_intp end)
+{
+    const int vec_w = BC_FW_VEC && !ctx->w_const && !(ctx->plan & BC_PLAN_SCALAR_WEIGHTS);
+    const int wide = BC_F_WIDE && (ctx->plan & BC_PLAN_AVX512_TEST) != 0;
+    if (vec_w)
+        return wide ? APPLY_SPECIFIC(bc_f_groups)(ctx, h, i, end, 1, 1)
+                    : APPLY_SPECIFIC(bc_f_groups)(ctx, h, i, end, 1, 0);
+    return wide ? APPLY_SPECIFIC(bc_f_groups)(ctx, h, i, end, 0, 1)
+                : APPLY_SPECIFIC(bc_f_groups)(ctx, h, i, end, 0, 0);
+}
 
 /* The slow path for element i: wrap, grow, or report; the status. */
 #define BC_SCALAR_FAIL(code) return ((void)(code), BC_F_FAULT)
