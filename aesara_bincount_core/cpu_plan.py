@@ -65,6 +65,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 __all__ = [
     "ATTR",
+    "all_plans",
     "CACHE_NAME",
     "CHOICES",
     "ENV",
@@ -73,6 +74,7 @@ __all__ = [
     "Plan",
     "cache_path",
     "calibrate",
+    "choose",
     "cpu_key",
     "cpu_model",
     "current",
@@ -339,7 +341,7 @@ def _probes(n: int, bins: int, seed: int):
     return [("weighted", weighted, ()), ("fused", fused, (2.5,))]
 
 
-def calibrate(n: int = 1 << 16, bins: int = 1000, rounds: int = 7, calls: int = 5,
+def calibrate(n: int = 1 << 18, bins: int = 1000, rounds: int = 5, calls: int = 3,
               seed: int = 0) -> Tuple[Plan, Dict[str, float]]:
     """Time every plan on the synthetic cases and return the fastest, with the times.
 
@@ -360,7 +362,7 @@ def calibrate(n: int = 1 << 16, bins: int = 1000, rounds: int = 7, calls: int = 
     import numpy as np
 
     global _busy
-    plans = _all_plans()
+    plans = all_plans()
     with _lock:
         _busy = True
         try:
@@ -383,14 +385,20 @@ def calibrate(n: int = 1 << 16, bins: int = 1000, rounds: int = 7, calls: int = 
             _busy = False
             _set_word(_plan_now.word if _plan_now is not None else 0)
     totals = {p.text(): sum(best[(p.text(), name)] for name, _, _ in probes) for p in plans}
+    return choose(totals), totals
+
+
+def choose(totals: Dict[str, float]) -> Plan:
+    """The plan of the smallest time in ``totals`` (by plan text), unless the
+    default's is within :data:`MARGIN` of it; source ``"calibrated"``."""
     default = DEFAULT.text()
-    fastest = min(totals, key=lambda t: (totals[t], t != default))
-    if totals[fastest] * (1 + MARGIN) > totals[default]:
+    fastest = min(totals, key=lambda t: (totals[t], t != default, t))
+    if default in totals and totals[fastest] * (1 + MARGIN) > totals[default]:
         fastest = default
-    return parse(fastest, source="calibrated"), totals
+    return parse(fastest, source="calibrated")
 
 
-def _all_plans() -> List[Plan]:
+def all_plans() -> List[Plan]:
     plans = [DEFAULT]
     for key, values in CHOICES.items():
         plans = [_plan(dict(p.choices, **{key: v}), "default") for p in plans for v in values]

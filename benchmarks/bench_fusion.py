@@ -100,8 +100,10 @@ def cells(n, rng):
     ]
 
 
-def run(n, rounds=3, calls=21, seed=0):
-    """Measure every cell; ``(rows, cpu_ms, (load before, load after))``."""
+def run(n, rounds=3, calls=21, seed=0, kinds=None):
+    """Measure every cell (the candidates of ``kinds``, default all; the fused
+    graph always); ``(rows, cpu_ms, (load before, load after))``."""
+    kinds = set(kinds or [k for k, _ in COLS]) | {"fused"}
     rng = np.random.default_rng(seed)
     fused_mode = get_default_mode()
     modes = {"fused": fused_mode, "unfused": fused_mode.excluding("bincount_fusion"),
@@ -110,7 +112,7 @@ def run(n, rounds=3, calls=21, seed=0):
     with aesara.config.change_flags(openmp=False):
         for name, text, ins, out, args, want, nb, npc, tc in cells(n, rng):
             for kind, mode in modes.items():
-                if name == "stored" and kind == "unfused":
+                if (name == "stored" and kind == "unfused") or kind not in kinds:
                     continue
                 f = aesara.function(ins, out, mode=mode)
                 ops = {type(nd.op) for nd in f.maker.fgraph.toposort()}
@@ -119,7 +121,7 @@ def run(n, rounds=3, calls=21, seed=0):
                 np.testing.assert_allclose(f(*args), want)
                 cands[f"{name}/{kind}"] = (lambda f=f, a=args: f(*a))
             for kind, call in (("numpy", npc), ("numba", nb), ("torch", tc)):
-                if call:
+                if call and kind in kinds:
                     np.testing.assert_allclose(np.asarray(call()), want)
                     cands[f"{name}/{kind}"] = call
             rows.append((name, text))
@@ -167,11 +169,13 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="rounds of calls (the best round counts)")
     p.add_argument("--calls", type=int, default=21, help="calls of each candidate per round")
     p.add_argument("--write", metavar="NAME", help="also write benchmarks/results/NAME.md and .json")
+    p.add_argument("--kinds", help="the candidates to time, comma-separated (default: "
+                   + ",".join(k for k, _ in COLS) + "; fused is always timed)")
     a = p.parse_args(argv)
     n, rounds, calls = (1000, 1, 3) if a.tiny else (a.n, a.rounds, a.calls)
     machine = machine_info()
     print(f"CPU: {cpu_words(machine)}", flush=True)
-    rows, ms, load = run(n, rounds, calls)
+    rows, ms, load = run(n, rounds, calls, kinds=a.kinds.split(",") if a.kinds else None)
     text = table(n, rows, ms, load, machine)
     print(text)
     if a.write:

@@ -181,10 +181,8 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
     (void)wstep;
     (void)plan;
 #if BC_SIMD && BC_WEIGHTED
-    /* The vector loop, unless the plan asks for the scalar one below (the
-     * same additions in the same order). */
-    if ((sizeof(BC_X_T) == 8 || sizeof(BC_X_T) == 4) && !(plan & BC_PLAN_SCALAR_WEIGHTS))
-        return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end);
+    if (sizeof(BC_X_T) == 8 || sizeof(BC_X_T) == 4)
+        return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end, plan);
 #endif
 #if !BC_WEIGHTED
     if (cap == 0)
