@@ -137,7 +137,19 @@ DEFAULT = _plan({}, "default")
 
 
 def parse(text: str, source: str = "forced") -> Plan:
-    """The plan that ``text`` (``choice=value`` pairs, commas between) names.
+    """The plan that ``text`` names.
+
+    Parameters
+    ----------
+    text : str
+        ``choice=value`` pairs separated by commas (:data:`CHOICES`); a choice
+        not named takes its default, so ``""`` is the default plan.
+    source : str
+        The plan's :attr:`Plan.source`.
+
+    Returns
+    -------
+    Plan
 
     Raises
     ------
@@ -160,10 +172,16 @@ def parse(text: str, source: str = "forced") -> Plan:
 
 # -- the CPU model -------------------------------------------------------------
 def cpu_model() -> Dict[str, object]:
-    """The CPU: vendor, family, model, stepping, name, and its flags of :data:`ISA_FLAGS`.
+    """The CPU this process runs on.
 
-    Read from ``/proc/cpuinfo`` (its first processor); elsewhere the fields
-    it cannot know are empty and the name is ``platform.processor()``.
+    Returns
+    -------
+    dict
+        ``vendor``, ``family``, ``model``, ``stepping`` and ``name`` (str,
+        as ``/proc/cpuinfo`` gives them for its first processor), and
+        ``flags``, the list of :data:`ISA_FLAGS` the CPU has (``avx2``,
+        ``avx512f``...).  Where there is no ``/proc/cpuinfo`` the fields it
+        would give are empty and the name is ``platform.processor()``.
     """
     fields: Dict[str, str] = {}
     try:
@@ -187,7 +205,21 @@ def cpu_model() -> Dict[str, object]:
 
 
 def cpu_key(model: Optional[Dict[str, object]] = None) -> str:
-    """The key of a CPU model in the cache file: vendor, family, model, its ISA flags and name."""
+    """The key of a CPU model in the cache file.
+
+    Parameters
+    ----------
+    model : dict, optional
+        A :func:`cpu_model`; by default this process's.
+
+    Returns
+    -------
+    str
+        Vendor, family, model, its :data:`ISA_FLAGS` and its name, e.g.
+        ``"AuthenticAMD family 25 model 17 [avx2 avx512f avx512bw avx512vl]
+        AMD EPYC"``: a virtual machine that hides AVX-512 from the same
+        model gets a plan of its own.
+    """
     m = model or cpu_model()
     return (f"{m['vendor']} family {m['family']} model {m['model']} "
             f"[{' '.join(m['flags'])}] {m['name']}").strip()  # type: ignore[arg-type]
@@ -253,12 +285,29 @@ def _set_word(word: int) -> None:
 
 
 def current() -> Plan:
-    """The plan of this process, made on first use (see the module docstring).
+    """The plan of this process, made on first use.
+
+    The first call forces, reads or calibrates the plan (see the module
+    docstring), sets the word the C code reads, and keeps the plan for the
+    process; later calls return it.  ``Bincount.prepare_node`` calls it, so
+    the plan is made when the first function with a CPU ``Bincount`` (or
+    ``FusedBincount``) is compiled.  Thread-safe (one lock); a calibration
+    runs on the calling thread and holds the GIL while it times.
+
+    Returns
+    -------
+    Plan
 
     Raises
     ------
     ValueError
         :data:`ENV` holds a value it does not know.
+
+    Warns
+    -----
+    RuntimeWarning
+        The calibration failed (no C compiler, a failed build): the default
+        plan is used, and nothing is cached.
     """
     global _plan_now
     with _lock:
@@ -295,9 +344,28 @@ def _calibrate_or_default(path: str, key: str) -> Plan:
 
 @contextlib.contextmanager
 def use(plan) -> Iterator[Plan]:
-    """Run the CPU Ops with ``plan`` (a :class:`Plan` or its text) for a while.
+    """Run the CPU Ops with ``plan`` inside a ``with`` block.
 
+    Parameters
+    ----------
+    plan : Plan or str
+        The plan, or its text (:func:`parse`).
+
+    Yields
+    ------
+    Plan
+        The plan in force; the one before is put back at the end.
+
+    Raises
+    ------
+    ValueError
+        A text :func:`parse` refuses.
+
+    Notes
+    -----
     The word is process-wide: calls in other threads meanwhile take it too.
+    Results do not depend on the plan, only the speed (the tests run every
+    plan through it).
     """
     global _plan_now
     if not isinstance(plan, Plan):
@@ -353,11 +421,36 @@ def calibrate(n: int = 1 << 18, bins: int = 1000, rounds: int = 5, calls: int = 
     CPU time of the calling thread.  The default plan is kept unless another
     is :data:`MARGIN` faster.  Sets nothing and writes nothing.
 
+    Parameters
+    ----------
+    n : int
+        Values of the synthetic cases (2**18 by default: 2 MiB of int64,
+        beyond a core's L2 cache, as the cases the benchmarks time).
+    bins : int
+        Their bins (1000, as the seed case).
+    rounds, calls : int
+        Rounds, and calls of each plan and case per round.
+    seed : int
+        Seed of the synthetic values.
+
     Returns
     -------
     (Plan, dict)
         The plan (source ``"calibrated"``), and the time of each plan in
         microseconds, by its text.
+
+    Raises
+    ------
+    Exception
+        Whatever compiling the two functions raises (no C compiler, a failed
+        build); :func:`current` then keeps the default plan.
+
+    Notes
+    -----
+    The first calibration on a machine compiles the two functions it times
+    (seconds, once: Aesara's compile cache keeps them); then it takes about
+    0.1 s of timing, 0.25-0.75 s in all on the 2-core development machine at
+    a load average of 8.  It leaves the plan word as it was.
     """
     import numpy as np
 
