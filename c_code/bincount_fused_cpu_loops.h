@@ -295,16 +295,19 @@ static inline int APPLY_SPECIFIC(bc_f_group_bad)(const BC_FX_T *xv, npy_uint64 u
     }
 #else
     {
-        npy_uint64 any = 0;
+        npy_uint64 any = 0, top = 0;
         int k;
         (void)wide;
         for (k = 0; k < 8; k++) {
             const npy_uint64 u = (npy_uint64)xv[k];
             any |= u;
-            if (BC_F_TRACK_MAX) /* a group that fails is counted by the slow path */
-                t->m = u > t->m ? u : t->m;
+            top = u > top ? u : top;
         }
-        return any >= ucap;
+        if (any >= ucap)
+            return 1; /* the slow path counts the group, and keeps its maximum */
+        if (BC_F_TRACK_MAX)
+            t->m = top > t->m ? top : t->m;
+        return 0;
     }
 #endif
 }

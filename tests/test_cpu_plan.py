@@ -267,3 +267,20 @@ def test_every_plan_gives_numpys_result(plan, rng):
 def test_every_plan_grid(plan, n):
     for seed in range(3):
         _check(plan, _cases(np.random.default_rng(seed), n))
+
+
+def test_scatter_form_wraps_negative_indices_in_every_plan():
+    """A negative index of a computed x wraps once in the scatter-add form; the
+    group that holds it takes the slow path, and its raw (huge unsigned) value
+    must not count as the largest index (int8 output: the loop keeps a maximum)."""
+    a8, b8 = at.bvector("a8"), at.bvector("b8")
+    with aesara.config.change_flags(openmp=False):
+        f = aesara.function([a8, b8], at.inc_subtensor(at.zeros(5, dtype="int8")[a8 + b8], np.int8(1)))
+    assert [type(n.op) for n in f.maker.fgraph.toposort()] == [FusedBincount]
+    a = np.array([1, -2, 3, 0, -5, 4, 2, 1, 0] * 3, "int8")
+    b = np.zeros_like(a)
+    want = np.zeros(5, "int8")
+    np.add.at(want, a, 1)
+    for plan in PLANS:
+        with cpu_plan.use(plan):
+            _bits_equal(f(a, b), want)
