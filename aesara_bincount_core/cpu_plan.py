@@ -33,11 +33,11 @@ Where the plan comes from, at the first compile of a ``Bincount`` (its
    named takes its default), ``default``, ``auto`` (as if unset), or
    ``calibrate`` (time the loops again and rewrite the cached plan).  A
    value it does not know raises ``ValueError``.
-2. The cache file :data:`CACHE_NAME` in Aesara's compile directory
-   (``aesara.config.compiledir``), which maps a CPU model
-   (:func:`cpu_key`: vendor, family, model, name and its AVX2 and AVX-512
-   flags) to its plan, so that machines that share a home folder each keep
-   theirs.
+2. The cache file ``aesara_bincount_cpu_plan.json`` in Aesara's compile
+   directory (``aesara.config.compiledir``), which maps a CPU model
+   (:func:`~aesara_bincount_core.cpu_plan_cache.cpu_key`: vendor, family,
+   model, name and its AVX2 and AVX-512 flags) to its plan, so that
+   machines that share a home folder each keep theirs.
 3. :func:`calibrate`: each form is timed on a small synthetic case, through
    the Ops themselves (their modules, compiled once like any other), calls
    interleaved, the best of several rounds, by the CPU time of the calling
@@ -51,17 +51,18 @@ Where the plan comes from, at the first compile of a ``Bincount`` (its
 The plan reaches the C code as one word, the attribute :data:`ATTR` of
 :mod:`aesara_bincount_core`, read at each call (:func:`use` sets another for
 a while, for tests).  The loops of a plan give the same results; only the
-speed differs.  This module imports Aesara only when it calibrates.
+speed differs.  This module imports Aesara only when it calibrates or reads the cache; the
+CPU model and the cache file are in :mod:`aesara_bincount_core.cpu_plan_cache`.
 """
 import contextlib
-import json
 import os
-import platform
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
+
+from aesara_bincount_core import cpu_plan_cache
+from aesara_bincount_core.cpu_plan_cache import CACHE_NAME, FORMAT, ISA_FLAGS, cache_path, cpu_key, cpu_model
 
 __all__ = [
     "ATTR",
@@ -86,10 +87,6 @@ __all__ = [
 ENV = "AESARA_BINCOUNT_CPU_PLAN"
 #: The attribute of ``aesara_bincount_core`` the C code reads (BC_PLAN_ATTR).
 ATTR = "_cpu_plan_v1"
-#: The cache file, in Aesara's compile directory.
-CACHE_NAME = "aesara_bincount_cpu_plan.json"
-#: The layout of the cache file and of the choices; a cache of another is ignored.
-FORMAT = 1
 #: Each choice and its values, the default first.
 CHOICES: Dict[str, Tuple[str, ...]] = {"weights": ("vector", "scalar"), "test": ("avx2", "avx512")}
 #: The bit of the plan word that each value other than the default sets
@@ -97,8 +94,6 @@ CHOICES: Dict[str, Tuple[str, ...]] = {"weights": ("vector", "scalar"), "test": 
 _BITS = {("weights", "scalar"): 0x1, ("test", "avx512"): 0x2}
 #: A plan other than the default must be this much faster to be chosen.
 MARGIN = 0.03
-#: The CPU flags a plan depends on (recorded in the CPU model and its key).
-ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl")
 
 
 @dataclass(frozen=True)
@@ -170,106 +165,19 @@ def parse(text: str, source: str = "forced") -> Plan:
     return _plan(values, source)
 
 
-# -- the CPU model -------------------------------------------------------------
-def cpu_model() -> Dict[str, object]:
-    """The CPU this process runs on.
-
-    Returns
-    -------
-    dict
-        ``vendor``, ``family``, ``model``, ``stepping`` and ``name`` (str,
-        as ``/proc/cpuinfo`` gives them for its first processor), and
-        ``flags``, the list of :data:`ISA_FLAGS` the CPU has (``avx2``,
-        ``avx512f``...).  Where there is no ``/proc/cpuinfo`` the fields it
-        would give are empty and the name is ``platform.processor()``.
-    """
-    fields: Dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    flags = set(fields.get("flags", "").split())
-    return {
-        "vendor": fields.get("vendor_id", ""),
-        "family": fields.get("cpu family", ""),
-        "model": fields.get("model", ""),
-        "stepping": fields.get("stepping", ""),
-        "name": fields.get("model name", "") or platform.processor() or platform.machine(),
-        "flags": [f for f in ISA_FLAGS if f in flags],
-    }
-
-
-def cpu_key(model: Optional[Dict[str, object]] = None) -> str:
-    """The key of a CPU model in the cache file.
-
-    Parameters
-    ----------
-    model : dict, optional
-        A :func:`cpu_model`; by default this process's.
-
-    Returns
-    -------
-    str
-        Vendor, family, model, its :data:`ISA_FLAGS` and its name, e.g.
-        ``"AuthenticAMD family 25 model 17 [avx2 avx512f avx512bw avx512vl]
-        AMD EPYC"``: a virtual machine that hides AVX-512 from the same
-        model gets a plan of its own.
-    """
-    m = model or cpu_model()
-    return (f"{m['vendor']} family {m['family']} model {m['model']} "
-            f"[{' '.join(m['flags'])}] {m['name']}").strip()  # type: ignore[arg-type]
-
-
 # -- the cache -----------------------------------------------------------------
-def cache_path() -> str:
-    """The cache file: :data:`CACHE_NAME` in ``aesara.config.compiledir``."""
-    import aesara
-
-    return os.path.join(aesara.config.compiledir, CACHE_NAME)
-
-
-def _read_cache(path: str) -> Dict[str, Dict[str, str]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("plans"), dict):
-        return {}
-    return {k: v for k, v in data["plans"].items() if isinstance(v, dict)}
-
-
-def _write_cache(path: str, key: str, plan: Plan) -> None:
-    """Add ``key``'s plan to the cache file, atomically (a temporary file renamed into place)."""
-    plans = _read_cache(path)
-    plans[key] = plan.as_dict()
-    text = json.dumps({"format": FORMAT, "plans": plans}, indent=1, sort_keys=True) + "\n"
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-cpu-plan-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
 def _cached(path: str, key: str) -> Optional[Plan]:
-    values = _read_cache(path).get(key)
+    values = cpu_plan_cache.read(path).get(key)
     if values is None:
         return None
     try:
         return parse(",".join(f"{k}={v}" for k, v in sorted(values.items())), source="cache")
     except ValueError:
         return None  # a plan of choices this version does not have: calibrate again
+
+
+def _write_cache(path: str, key: str, plan: Plan) -> None:
+    cpu_plan_cache.write(path, key, plan.as_dict())
 
 
 # -- the plan of this process --------------------------------------------------

@@ -19,7 +19,7 @@ from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.shape import Shape_i
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core import scalar_codegen
+from aesara_bincount_core import scalar_codegen, vector_codegen
 from aesara_bincount_core.op import Bincount, _as_length, _constant_int
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 
@@ -351,7 +351,7 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
     computes the values of elements ``i ..`` into the vector ``dst`` of type
     ``BC_FWV``: each vector input is loaded (``memcpy``, any alignment), each
     0-d input is the scalar GCC broadcasts; only for graphs with a vector form
-    (:func:`~aesara_bincount_core.scalar_codegen.vector_code`)."""
+    (:func:`~aesara_bincount_core.vector_codegen.vector_code`)."""
     decls, reads = [], []
     for k, v in enumerate(ins):
         j, t = first + k, _c_type(v.type.dtype)
@@ -384,7 +384,7 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
             vec_ins.append(f"bc_{tag}v{k}")
         else:
             vec_ins.append(f"bc_{tag}s{j}")
-    vec = scalar_codegen.vector_code(
+    vec = vector_codegen.vector_code(
         sop, vec_ins, "(dst)", out_dtype, scalars=[v.type.ndim == 0 for v in ins]
     )
     vec_macro = None

@@ -14,10 +14,9 @@ its support code as the kernel's preamble).
   :data:`MATH_FUNCTIONS` and the function's Notes), never by a compile error.
 - :func:`scalar_code` generates the code: file-scope ``support`` and the
   statements of the ``body``, plus a ``version`` hash for cache keys.
-- :func:`vector_code` generates, for the graphs that have one (``+``, ``-``,
-  ``*``, ``/`` and negation of floats, :data:`VECTOR_OPS`), the same
-  computation on GCC's vector types, so that a CPU loop computes several
-  elements with one instruction (the fused ``Bincount``'s weights).
+- :mod:`aesara_bincount_core.vector_codegen` writes, for the graphs that
+  have one, the same computation on GCC's vector types (the CPU fused loop's
+  weights, several elements an instruction).
 
 For CUDA, what NVRTC lacks (NumPy's ``npy_*`` types, ``M_PI``, ``NAN``) comes
 from ``c_code/scalar_cuda_preamble.cuh`` (:data:`CUDA_PREAMBLE`), which the
@@ -36,9 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-import math
-
-from aesara.scalar.basic import Add, Cast, Composite, Mul, Neg, ScalarConstant, ScalarOp, Sub, TrueDivide, get_scalar_type
+from aesara.scalar.basic import Cast, Composite, ScalarOp, get_scalar_type
 
 from aesara_bincount_core import _c_code
 
@@ -53,8 +50,6 @@ __all__ = [
     "ScalarCode",
     "inline_problem",
     "scalar_code",
-    "VECTOR_OPS",
-    "vector_code",
 ]
 
 #: The targets: C (C++ compiled by Aesara's compiler) and CUDA (NVRTC).
@@ -383,90 +378,3 @@ def scalar_code(
         h.update(b"\0")
     return ScalarCode(support=support, body=body, version=h.hexdigest(), errors=errors)
 
-
-#: The scalar ops :func:`vector_code` writes on vectors, with their operator:
-#: for inputs and output of one float dtype, the C code of each is that one
-#: IEEE operation of its inputs, left to right (``z = i0 + i1 + i2;``;
-#: ``tests/test_scalar_codegen.py`` checks it against the ops' own
-#: ``c_code``), which the vector instruction computes on every lane to the
-#: same bits.
-VECTOR_OPS = {Add: "+", Mul: "*", Sub: "-", TrueDivide: "/", Neg: "-"}
-
-
-def vector_code(
-    scalar_op: ScalarOp, inputs: Sequence[str], output: str, dtype: str, scalars: Sequence[bool] = ()
-) -> Optional[str]:
-    """The statements of ``scalar_op`` on GCC vectors, or None when it has none.
-
-    A graph has a vector form when it is a ``Composite`` whose every node is
-    one of :data:`VECTOR_OPS` and every variable has the float ``dtype``
-    (``float64``; ``float32`` without constants: Aesara writes a constant as
-    a ``double`` literal, whose product with a float is computed in double
-    by the scalar code but would be rounded to float first on a vector).
-    Constants must be finite.  The code is then the same operations as the
-    scalar code, on vectors of lanes, so every lane gets the scalar code's
-    bits (the caller compiles it without contracting a product and a sum into
-    a fused multiply-add, as it does the scalar code).
-
-    Parameters
-    ----------
-    scalar_op : aesara.scalar.ScalarOp
-        The graph.
-    inputs : sequence of str
-        One C expression per input: a vector of ``dtype`` lanes (GCC's
-        ``vector_size`` types), or a scalar of ``dtype``, which GCC
-        broadcasts to every lane.
-    output : str
-        The C lvalue, a vector, that receives the result.
-    dtype : str
-        The dtype of every variable of the graph.
-    scalars : sequence of bool, optional
-        Which inputs are scalars (none by default); a graph whose output
-        depends on none of the vectors has no vector form.
-
-    Returns
-    -------
-    str or None
-        A block of statements (GCC's ``__typeof__`` declares the temporaries,
-        valid C and C++ for GCC and Clang), or None.
-    """
-    if not isinstance(scalar_op, Composite) or dtype not in ("float64", "float32"):
-        return None
-    fgraph = scalar_op.fgraph
-    if len(inputs) != len(fgraph.inputs) or len(fgraph.outputs) != 1:
-        return None
-    names = dict(zip(fgraph.inputs, [f"({e})" for e in inputs]))
-    is_scalar = {v: bool(k < len(scalars) and scalars[k]) for k, v in enumerate(fgraph.inputs)}
-    lines = []
-    for k, node in enumerate(fgraph.toposort()):
-        op = VECTOR_OPS.get(type(node.op))
-        if op is None or any(v.type.dtype != dtype for v in node.inputs + node.outputs):
-            return None
-        args = []
-        for v in node.inputs:
-            if isinstance(v, ScalarConstant):
-                value = float(v.data)
-                if dtype != "float64" or not math.isfinite(value):
-                    return None
-                args.append(f"({value!r})")
-                is_scalar[v] = True
-            elif v in names:
-                args.append(names[v])
-            else:
-                return None
-        if type(node.op) is Neg:
-            if len(args) != 1:
-                return None
-            expr = f"-{args[0]}"
-        else:
-            if len(args) < 2 or (op in "-/" and len(args) != 2):
-                return None
-            expr = f" {op} ".join(args)
-        tmp = f"bc_vt{k}"
-        lines.append(f"const __typeof__({expr}) {tmp} = {expr};")
-        names[node.outputs[0]] = tmp
-        is_scalar[node.outputs[0]] = all(is_scalar[v] for v in node.inputs)
-    out = fgraph.outputs[0]
-    if not lines or out not in names or is_scalar[out]:
-        return None
-    return "{\n" + "\n".join(lines + [f"{output} = {names[out]};"]) + "\n}"

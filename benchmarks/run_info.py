@@ -15,7 +15,7 @@ The run
     The run's UTC date and time (``HH:MM``) and the load average at its start.
 ``machine["cpu_model"]``, ``machine["cpu_plan"]``
     The CPU (vendor, family, model, stepping, name and its AVX2 and AVX-512
-    flags: ``aesara_bincount_core.cpu_plan.cpu_model``), and the CPU plan the
+    flags: ``aesara_bincount_core.cpu_plan_cache.cpu_model``), and the CPU plan the
     loops ran under (``{"plan": "weights=vector,test=avx2", "source":
     "calibrated"}``: made, or read from the cache, when the run starts).
     :func:`cpu_words` says both in the words of the tables.

@@ -6,7 +6,8 @@
  * the pool, the merge, the checks of the inputs, the entry point.
  * Neighbours: bincount_fused_cpu_loops.h (this Op's per-instantiation part:
  * the defaults of the generated macros, the context, the counting loops, the
- * serial error scan), bincount_cpu.c (the plain Bincount, whose forms and
+ * serial error scan) and bincount_fused_cpu_fast.h (its fast path: a
+ * group's test and the loops the CPU plan chooses between), bincount_cpu.c (the plain Bincount, whose forms and
  * errors this file follows), bincount_common.h (messages, checks, range test,
  * allocation), bincount_pool.h (the worker pool and its thread count); the
  * scalar code comes from aesara_bincount_core/scalar_codegen.py through the
@@ -39,7 +40,7 @@
  *   BC_SCALAR_ERRORS: the initializer of {&PyExc_..., "message"} pairs of
  *     scalar_codegen.SCALAR_ERRORS;
  *   BC_FW_VEC, BC_FUSED_WV(i, dst), only for weights whose graph has a vector
- *     form (scalar_codegen.vector_code): BC_FW_VEC is 1, and the statements
+ *     form (vector_codegen.vector_code): BC_FW_VEC is 1, and the statements
  *     compute the weights i .. i + BC_F_LANES - 1 into dst, a vector of type
  *     BC_FWV (GCC's vector types, 32 bytes), from the same inputs.  For
  *     stored float weights this file defines it as a vector load.
@@ -310,4 +311,5 @@ done:
 #undef BC_F_LANES
 #undef BC_FWV
 #undef BC_FX_SIZE
+#undef BC_FUSED_FAST_DONE
 #undef BC_FUSED_LOOPS_DONE

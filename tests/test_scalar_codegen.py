@@ -24,7 +24,7 @@ import pytest
 from aesara.compile.mode import Mode
 from aesara.tensor.elemwise import Elemwise
 
-from aesara_bincount_core import _c_code, scalar_codegen
+from aesara_bincount_core import _c_code, scalar_codegen, vector_codegen
 from aesara_bincount_core.scalar_codegen import inline_problem, scalar_code
 import scalar_cases
 
@@ -318,7 +318,7 @@ def test_vector_ops_are_one_ieee_operation_in_aesaras_code(dtype):
     """Each op of VECTOR_OPS is, in Aesara's own C code, its one operation of
     the inputs left to right: what vector_code writes on vectors."""
     a, b, c = (aes.get_scalar_type(dtype)() for _ in range(3))
-    for op_class, sign in scalar_codegen.VECTOR_OPS.items():
+    for op_class, sign in vector_codegen.VECTOR_OPS.items():
         args = (a,) if op_class is aes.Neg else (a, b) if sign in "-/" else (a, b, c)
         node = op_class(aes.upcast_out)(*args).owner if op_class is not aes.Neg else aes.neg(a).owner
         code = node.op.c_code(node, "n", [f"i{k}" for k in range(len(args))], ["z"], {"fail": "F"})
@@ -331,7 +331,7 @@ def test_vector_code_takes_arithmetic_of_one_float_dtype_only():
     f = [aes.float32() for _ in range(2)]
 
     def vec(ins, out, dtype="float64", scalars=()):
-        return scalar_codegen.vector_code(aes.Composite(ins, [out]), [f"a{k}" for k in range(len(ins))], "dst",
+        return vector_codegen.vector_code(aes.Composite(ins, [out]), [f"a{k}" for k in range(len(ins))], "dst",
                                           dtype, scalars=scalars)
 
     code = vec(d, -(d[0] / d[1]) - aes.constant(0.1, dtype="float64") * d[2] + d[0])
