@@ -5,9 +5,10 @@ Some loops of :class:`~aesara_bincount_core.op.Bincount` and
 add the same values in the same order, so they give the same bits, and
 differ only in the instructions that feed the additions.  Which form is
 faster depends on the core (how many loads, stores and shuffles it issues a
-cycle, how it runs AVX-512): on the 2-core AMD EPYC of family 25, model 17
-(Zen 4) where they were written, the AVX-512 form of a range test made the
-fused loop 1.2x slower than its AVX2 form.  So, as FFTW's planner times the
+cycle, how it runs AVX-512) and on where the data lie: on the 2-core AMD
+EPYC of family 25, model 17 (Zen 4) where they were written, the faster form
+changed with the size of the data and the load of the machine, by 5-15%
+either way.  So, as FFTW's planner times the
 ways to compute a transform before it picks one (Frigo and Johnson, "The
 Design and Implementation of FFTW3", Proc. IEEE 93(2), 2005) and cuDNN's
 benchmark mode times its convolution algorithms on first use, the plan is

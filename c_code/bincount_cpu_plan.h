@@ -29,9 +29,9 @@
  *   BC_PLAN_AVX512_TEST  the range test and the running maximum of a group
  *       of eight 8-byte values of an x that FusedBincount reads in place take
  *       one AVX-512 vector, where the module is compiled for AVX-512.  Clear:
- *       two AVX2 vectors (on the AMD EPYC of family 25, model 17, Zen 4,
- *       where AVX-512 instructions run as two 256-bit halves, the AVX-512
- *       test made the fused loop th * v 1.2x slower).
+ *       two AVX2 vectors (the AMD EPYC of family 25, model 17, Zen 4, runs
+ *       an AVX-512 instruction as two 256-bit halves; there the faster of the
+ *       two changed from run to run, by up to 15%).
  *
  * Valid C99 and C++ on its own.
  */
