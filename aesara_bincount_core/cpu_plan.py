@@ -93,8 +93,9 @@ CHOICES: Dict[str, Tuple[str, ...]] = {"weights": ("vector", "scalar"), "test": 
 #: The bit of the plan word that each value other than the default sets
 #: (BC_PLAN_SCALAR_WEIGHTS, BC_PLAN_AVX512_TEST of bincount_cpu_plan.h).
 _BITS = {("weights", "scalar"): 0x1, ("test", "avx512"): 0x2}
-#: A plan other than the default must be this much faster to be chosen.
-MARGIN = 0.03
+#: A plan other than the default must be this much faster to be chosen (the
+#: calibration of one machine moved by a few per cent from run to run).
+MARGIN = 0.05
 
 
 @dataclass(frozen=True)
