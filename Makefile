@@ -103,19 +103,24 @@ $(BENCH_STAMP): $(STAMP)
 	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
-## The CPU benchmarks (about 15 minutes on 2 cores; run them on a quiet machine):
+## The CPU benchmarks (about 16 minutes on 2 cores; run them on a quiet machine):
 ## the scatter-add of rows (benchmarks/results/$(ROWS_NAME).md / .json and
 ## docs/_static/rows.png), the SGD step of an embedding table written
 ## W - lr * grad(cost, W) against its dense form (benchmarks/results/$(SGD_NAME).md
+## / .json), the fused bincount (benchmarks/results/fusion-dev.md
 ## / .json), then the grid and the busy-cores scenario, the table
 ## with the targets of issue 13 (benchmarks/results/cpu-dev.md / .json), the
 ## plots (docs/_static/) and the figures in README.rst, which name both runs:
-## every plot is redrawn from the run whose figures the README shows.
+## every plot is redrawn from the run whose figures the README shows.  Each
+## table names the CPU and the CPU plan its loops ran under (made, or read from
+## Aesara's compile directory, when the run starts; AESARA_BINCOUNT_CPU_PLAN
+## forces one).
 ROWS_NAME ?= rows-dev
 SGD_NAME ?= sgd-dev
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_rows.py --plot --name $(ROWS_NAME) $(ROWS_BENCH_ARGS)
 	$(PY) benchmarks/bench_sgd.py --name $(SGD_NAME)
+	$(PY) benchmarks/bench_fusion.py --write fusion-dev
 	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)

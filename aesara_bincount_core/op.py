@@ -9,6 +9,7 @@ from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
+from aesara_bincount_core import cpu_plan
 from aesara_bincount_core.c_file_op import OpenMPCFileOp
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
@@ -134,6 +135,13 @@ class Bincount(OpenMPCFileOp):
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
         }
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        super().prepare_node(node, storage_map, compute_map, impl)
+        if impl == "c":
+            # The CPU plan, which the C code reads at each call: made once per
+            # process, by the first compiled function (cpu_plan.current).
+            cpu_plan.current()
 
     # -- graph -------------------------------------------------------------
     #: How ``x`` and ``weights`` become variables, and the output's Type

@@ -14,6 +14,9 @@ its support code as the kernel's preamble).
   :data:`MATH_FUNCTIONS` and the function's Notes), never by a compile error.
 - :func:`scalar_code` generates the code: file-scope ``support`` and the
   statements of the ``body``, plus a ``version`` hash for cache keys.
+- :mod:`aesara_bincount_core.vector_codegen` writes, for the graphs that
+  have one, the same computation on GCC's vector types (the CPU fused loop's
+  weights, several elements an instruction).
 
 For CUDA, what NVRTC lacks (NumPy's ``npy_*`` types, ``M_PI``, ``NAN``) comes
 from ``c_code/cuda/scalar_preamble.cuh`` (:data:`CUDA_PREAMBLE`), which the
@@ -374,3 +377,4 @@ def scalar_code(
         h.update(part.encode())
         h.update(b"\0")
     return ScalarCode(support=support, body=body, version=h.hexdigest(), errors=errors)
+

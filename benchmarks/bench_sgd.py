@@ -48,7 +48,7 @@ from aesara.compile.mode import get_default_mode  # noqa: E402
 import aesara_bincount  # noqa: E402,F401
 import peers  # noqa: E402
 from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
-from run_info import cpu_details, machine_info  # noqa: E402
+from run_info import cpu_words, machine_info  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 IMPLS = ["sparse", "dense", "aesara", "inc_subtensor", "numpy", "numba", "torch_1thread"]
@@ -143,10 +143,8 @@ def run_cell(extra, nrows, batch, rng, quick=False):
 
 
 def table(rows, machine):
-    cpu = machine.get("cpu_details", {})
     desc = (
-        f"Machine: {machine['cpu']} (family {cpu.get('family', '-')}, model {cpu.get('model', '-')}, "
-        f"AVX-512 {'yes' if cpu.get('avx512') else 'no' if cpu else '-'}), {machine['cores']} cores "
+        f"Machine: {cpu_words(machine)}, {machine['cores']} cores "
         f"({machine['host']}); Python {machine['python']}, numpy {machine['numpy']}, Aesara "
         f"{machine['aesara']}, aesara_bincount {machine['aesara_bincount']}, numba "
         f"{machine.get('numba', '-')}, torch {machine.get('torch', '-')}; load average "
@@ -224,7 +222,6 @@ def main(argv=None):
         if torch is not None:
             extra["torch_1thread"] = torch
         machine = machine_info()
-        machine["cpu_details"] = cpu_details()
         rows = []
         for i, (nrows, batch) in enumerate(cells(args.quick)):
             wall, cpu, graphs = run_cell(extra, nrows, batch, rng, args.quick)

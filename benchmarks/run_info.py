@@ -13,6 +13,12 @@ The run
     a random part, unique per run.
 ``machine["date"]``, ``machine["time"]``, ``machine["load"]``
     The run's UTC date and time (``HH:MM``) and the load average at its start.
+``machine["cpu_model"]``, ``machine["cpu_plan"]``
+    The CPU (vendor, family, model, stepping, name and its AVX2 and AVX-512
+    flags: ``aesara_bincount_core.cpu_plan_cache.cpu_model``), and the CPU plan the
+    loops ran under (``{"plan": "weights=vector,test=avx2", "source":
+    "calibrated"}``: made, or read from the cache, when the run starts).
+    :func:`cpu_words` says both in the words of the tables.
 
 :func:`run_words` turns these into the words that the foot of every plot
 drawn from the run and the README's figures both print, e.g. "run of
@@ -50,8 +56,10 @@ def machine_info() -> Dict[str, object]:
     import aesara
     import aesara_bincount
     from aesara_bincount._timing import load_average
+    from aesara_bincount_core import cpu_plan
 
     now = datetime.datetime.now(datetime.timezone.utc)
+    plan = cpu_plan.current()
     info = {
         "host": socket.gethostname(),
         "cpu": cpu_name(),
@@ -66,6 +74,8 @@ def machine_info() -> Dict[str, object]:
         "run_id": new_run_id(now),
         "load": f"{load_average()[0]:.1f}",
         "lead_in": True,  # interleaved_times's lead-in calls (recorded for the tables' text)
+        "cpu_model": cpu_plan.cpu_model(),
+        "cpu_plan": {"plan": plan.text(), "source": plan.source},
     }
     for mod in ("numba", "torch"):
         try:
@@ -87,29 +97,24 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_details() -> Dict[str, object]:
-    """The CPU's family, model and whether it has AVX-512 (``/proc/cpuinfo``; empty elsewhere).
+def cpu_words(machine: dict) -> str:
+    """The CPU of a run and its CPU plan, as the tables print them.
 
-    Benchmark figures name the microarchitecture with them (issue 41): the
-    model name alone does not tell an EPYC of one generation from the next.
+    E.g. "AMD EPYC (AuthenticAMD family 25 model 17, AVX2 AVX-512F AVX-512BW
+    AVX-512VL; CPU plan weights=vector,test=avx2, calibrated)"; a run saved
+    before these were recorded gives the name alone.
     """
-    info: Dict[str, object] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "cpu family":
-                    info["family"] = int(value)
-                elif key == "model":
-                    info["model"] = int(value)
-                elif key == "flags":
-                    info["avx512"] = "avx512f" in value.split()
-                if {"family", "model", "avx512"} <= set(info):
-                    break
-    except (OSError, ValueError):
-        pass
-    return info
+    text = str(machine.get("cpu", "CPU unknown"))
+    m = machine.get("cpu_model")
+    details = []
+    if m:
+        flags = " ".join(str(f).upper().replace("AVX512", "AVX-512") for f in m.get("flags", []))
+        details.append(f"{m.get('vendor', '')} family {m.get('family', '?')} model {m.get('model', '?')}"
+                       + (f", {flags}" if flags else ", no AVX2"))
+    plan = machine.get("cpu_plan")
+    if plan:
+        details.append(f"CPU plan {plan.get('plan')}, {plan.get('source')}")
+    return text + (f" ({'; '.join(details)})" if details else "")
 
 
 def run_words(machine: dict) -> str:

@@ -245,6 +245,7 @@ int APPLY_SPECIFIC(cpu_bincount)(PyArrayObject *x_in, PyArrayObject *n_in,
     int rc;
 
     memset(&ctx, 0, sizeof(ctx));
+    ctx.plan = bc_cpu_plan();
     if (bc_check_ndim(x_in, 1, "x") != 0)
         return -1;
     if (bc_read_length(n_in, BC_SCATTER, &n_arg) != 0)

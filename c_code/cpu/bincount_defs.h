@@ -49,6 +49,7 @@
 #endif
 
 #include "common/host_helpers.h"
+#include "cpu/plan.h"
 #include "cpu/worker_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,7 @@ typedef struct {
     int nhists;
     int runs;          /* the sample says: runs of equal values dominate */
     int skewed;        /* the sample says: repeats are frequent */
+    unsigned plan;     /* the CPU plan (cpu/plan.h) */
     npy_uint64 top;    /* the largest sampled value (as unsigned) */
     BC_HIST *hists;
     int stop;          /* set (atomically) when any task fails or bails */

@@ -169,7 +169,8 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_counts)(BC_H_T *h0, npy_intp cap, i
  * (or of the tail shorter than a group), which the slow path handles. */
 static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
                                               const BC_OUT_T *BC_RESTRICT w,
-                                              npy_intp wstep, npy_intp i, npy_intp end)
+                                              npy_intp wstep, npy_intp i, npy_intp end,
+                                              unsigned plan)
 {
     const npy_uint64 ucap = (npy_uint64)h->cap;
     const npy_intp cap = h->cap;
@@ -178,9 +179,10 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast)(BC_HIST *h, const BC_X_T *BC_RESTR
     npy_uint64 m0 = h->max_seen, m1 = m0, m2 = m0, m3 = m0;
     (void)w;
     (void)wstep;
+    (void)plan;
 #if BC_SIMD && BC_WEIGHTED
     if (sizeof(BC_X_T) == 8 || sizeof(BC_X_T) == 4)
-        return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end);
+        return APPLY_SPECIFIC(bc_count_fast_simd)(h, x, w, wstep, i, end, plan);
 #endif
 #if !BC_WEIGHTED
     if (cap == 0)
@@ -269,7 +271,7 @@ static void APPLY_SPECIFIC(bc_task)(void *arg, int part, npy_intp t)
         else if ((size_t)h->cap * sizeof(BC_H_T) >= BC_PREFETCH_MIN_BYTES)
             i = APPLY_SPECIFIC(bc_count_fast_far)(h, ctx->x, ctx->w, ctx->wstep, i, end);
         else
-            i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end);
+            i = APPLY_SPECIFIC(bc_count_fast)(h, ctx->x, ctx->w, ctx->wstep, i, end, ctx->plan);
         stop_at = end - i < 8 ? end : i + 8;
         for (; i < stop_at && h->status == BC_OK; i++)
             h->status = APPLY_SPECIFIC(bc_count_slow)(ctx, h, i);

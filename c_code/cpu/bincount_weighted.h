@@ -16,7 +16,9 @@
  * loads, and the loads were what bounded this loop (1e6 int64 values into
  * 1000 bins: 0.305 ms against 0.336 ms with scalar loads of the weights
  * and 0.46 ms for the plain loop; C microbenchmark, thread CPU time, best
- * of 41, load average 4.4).  The eight additions go to the histogram's four
+ * of 41, load average 4.4).  The CPU plan (cpu/plan.h) may ask for
+ * scalar loads of the weights instead, on a core where they cost less than
+ * the shuffles.  The eight additions go to the histogram's four
  * interleaved copies in turn (one copy: four aliases of it).  A group that
  * fails the test returns to the caller, whose slow path takes it element by
  * element.
@@ -37,8 +39,13 @@
  * taken on unsigned 32-bit lanes (the upper half of a 64-bit value is 0). */
 static npy_intp APPLY_SPECIFIC(bc_count_fast_simd)(BC_HIST *h, const BC_X_T *BC_RESTRICT x,
                                                    const BC_OUT_T *BC_RESTRICT w,
-                                                   npy_intp wstep, npy_intp i, npy_intp end)
+                                                   npy_intp wstep, npy_intp i, npy_intp end,
+                                                   unsigned plan)
 {
+    /* float64 weights read as vectors, unless the plan says otherwise
+     * (cpu/plan.h: the same additions in the same order). */
+    const int vec_w = BC_OUT_FLOAT && sizeof(BC_OUT_T) == 8 && wstep == 1 &&
+                      !(plan & BC_PLAN_SCALAR_WEIGHTS);
     const npy_intp cap = h->cap;
     BC_H_T *h0 = h->bins, *h1 = h0, *h2 = h0, *h3 = h0;
     const __m256i bad = sizeof(BC_X_T) == 8 ? _mm256_set1_epi64x((long long)~(cap - 1))
@@ -65,7 +72,7 @@ static npy_intp APPLY_SPECIFIC(bc_count_fast_simd)(BC_HIST *h, const BC_X_T *BC_
             break;
         }
         m0 = _mm256_max_epu32(m0, a);
-        if (BC_OUT_FLOAT && sizeof(BC_OUT_T) == 8 && wstep == 1) {
+        if (vec_w) {
             /* float64 weights: two vector loads, the lanes taken out of
              * them (one shuffle for the odd ones) instead of eight scalar
              * loads, which would compete with the histogram's loads. */

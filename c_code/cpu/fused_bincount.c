@@ -6,7 +6,8 @@
  * the pool, the merge, the checks of the inputs, the entry point.
  * Neighbours: cpu/fused_bincount_loops.h (this Op's per-instantiation part:
  * the defaults of the generated macros, the context, the counting loops, the
- * serial error scan), cpu/bincount.c (the plain Bincount, whose forms and
+ * serial error scan) and cpu/fused_bincount_fast.h (its fast path: a
+ * group's test and the loops the CPU plan chooses between), cpu/bincount.c (the plain Bincount, whose forms and
  * errors this file follows), common/host_helpers.h (messages, checks, range test,
  * allocation), cpu/worker_pool.h (the worker pool and its thread count); the
  * scalar code comes from aesara_bincount_core/scalar_codegen.py through the
@@ -25,7 +26,8 @@
  *
  * What the Op generates (each has a default in cpu/fused_bincount_loops.h, so
  * that both files are valid C on their own; the defaults compute x = in0 + in1, weights = in3 * in4):
- *   BC_FX_T, BC_NX, BC_NIN, BC_FX_FUSED, BC_FW_FUSED, BC_WEIGHTED;
+ *   BC_FX_T, BC_FX_SIZE (its size in bytes), BC_NX, BC_NIN, BC_FX_FUSED,
+ *   BC_FW_FUSED, BC_WEIGHTED;
  *   BC_FX_LOCALS(in), BC_FW_LOCALS(in): declarations of the input pointers,
  *     and of the 0-d inputs' values, read once;
  *   BC_FUSED_X(i, dst), BC_FUSED_W(i, dst): statements computing x[i] (or
@@ -36,7 +38,12 @@
  *     only record the failure (workers never call Python), and the calling
  *     thread's serial scan raises error `code` of BC_SCALAR_ERRORS;
  *   BC_SCALAR_ERRORS: the initializer of {&PyExc_..., "message"} pairs of
- *     scalar_codegen.SCALAR_ERRORS.
+ *     scalar_codegen.SCALAR_ERRORS;
+ *   BC_FW_VEC, BC_FUSED_WV(i, dst), only for weights whose graph has a vector
+ *     form (vector_codegen.vector_code): BC_FW_VEC is 1, and the statements
+ *     compute the weights i .. i + BC_F_LANES - 1 into dst, a vector of type
+ *     BC_FWV (GCC's vector types, 32 bytes), from the same inputs.  For
+ *     stored float weights this file defines it as a vector load.
  *
  * Algorithm: see cpu/fused_bincount_loops.h.
  *
@@ -139,6 +146,10 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
         if (!BC_F_TRACK_MAX && b > 0 && (npy_uint64)(b - 1) > h->max_seen)
             h->max_seen = (npy_uint64)(b - 1);
         nomem = h->nomem_bins > nomem ? h->nomem_bins : nomem;
+        /* The scatter-add form: a histogram's capacity is a power of two
+         * >= n, so an index in [n, cap) passed the loops' range test. */
+        if (BC_SCATTER && h->status == BC_F_OK && h->length > 0 && h->max_seen >= (npy_uint64)ctx->n)
+            status = APPLY_SPECIFIC(bc_f_worse)(status, BC_F_RANGE);
         if (!BC_SCATTER && h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
             nbins = (npy_intp)h->max_seen + 1;
     }
@@ -216,6 +227,7 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
 
     memset(&ctx, 0, sizeof(ctx));
     memset(own, 0, sizeof(own));
+    ctx.plan = bc_cpu_plan();
     if (bc_read_length(ins[BC_XIN], BC_SCATTER, &n_arg) != 0 ||
         bc_check_output_size((npy_intp)n_arg, ITEMSIZE_OUTPUT_0) != 0)
         return -1;
@@ -291,4 +303,13 @@ done:
 #undef BC_F_BAIL
 #undef BC_F_NOMEM
 #undef BC_F_FAULT
+#undef BC_F_VTEST
+#undef BC_F_WIDE
+#undef BC_FMAX
+#undef BC_FW_VEC
+#undef BC_FUSED_WV
+#undef BC_F_LANES
+#undef BC_FWV
+#undef BC_FX_SIZE
+#undef BC_FUSED_FAST_DONE
 #undef BC_FUSED_LOOPS_DONE

@@ -2,24 +2,44 @@
  * cpu/fused_bincount_loops.h -- the per-instantiation part of the C loop of
  * aesara_bincount_core.fused.FusedBincount: the defaults of the macros the Op
  * generates, the tuning constants, the private histogram and the call
- * context, the counting loops (fast groups of eight, the slow path, a task),
- * the serial scan that raises the error, and the weight of a broadcast
- * weight.  Neighbours: cpu/fused_bincount.c (the driver, which #includes
- * this file, documents the generated macros and the errors, and merges the
+ * context, the counting loops (the slow path, a task; the fast groups of
+ * eight are in cpu/fused_bincount_fast.h, which this file includes), the
+ * serial scan that raises the error, and the weight of a broadcast weight.
+ * Neighbours: cpu/fused_bincount.c (the driver, which #includes this file,
+ * documents the generated macros and the errors, and merges the
  * histograms), common/host_helpers.h (messages, range test, allocation),
- * cpu/worker_pool.h (the worker pool).
+ * cpu/worker_pool.h (the worker pool), cpu/plan.h (the CPU plan).
  *
  * Algorithm: x is cut into tasks that the calling thread and the pool's
  * workers claim (cpu/worker_pool.h).  A task goes through its slice in groups
  * of eight: it computes the eight values of x (into registers), checks them
  * with one test, (v0 | ... | v7) < capacity as unsigned (a negative value is
- * then huge), tracks their maximum, and adds them, computing each weight as
- * it adds it.  A group that fails the test goes element by element: wrap a
- * negative index (scatter-add form), grow the histogram (bincount form), or
- * stop with a range error.  (Blocks of computed values in a buffer on the
- * stack, with a vectorised elementwise loop, measured 1.6x slower than this
- * for th * v: the buffer's stores and loads cost more than the vector
- * multiplies save.)  Private histograms are as in cpu/bincount.c: one per
+ * then huge), tracks their maximum, and adds them.  An x that is an input
+ * of 8 bytes is tested on vector loads of the group (two of AVX2, or one of
+ * AVX-512 where the CPU plan says BC_PLAN_AVX512_TEST: a vector OR and
+ * test, and a vector maximum), and read again element by element for the
+ * addresses, as in cpu/bincount_weighted.h.
+ * The weights go one of two ways, which the CPU plan chooses
+ * (cpu/plan.h, BC_PLAN_SCALAR_WEIGHTS):
+ *   - vectors (the default, where the weights have a vector form: stored
+ *     float weights, or a graph of +, -, *, / and negation of float64
+ *     values, which the Op generates as BC_FUSED_WV with GCC's vector
+ *     types): the eight weights of a group are read, or computed, as two
+ *     vectors of 32 bytes (one for float32), and each is taken out of its
+ *     lane as it is added.  Each vector operation is the IEEE operation of
+ *     the scalar code on every lane, so the weights are the same bits;
+ *   - scalars: each weight is computed by the scalar code as it is added
+ *     (every other graph, and the plan's alternative).
+ * Where the loop is bound by its loads and stores (1000 bins fit in the L1
+ * cache), the vectors save a load an element for each input array of the
+ * weights (th * v: x, v, the bin and its store, against x, the bin and its
+ * store plus an eighth of a load and a shuffle).  (Blocks of computed
+ * values in a buffer on the stack, with a vectorised elementwise loop,
+ * measured 1.6x slower than the scalars for th * v: the buffer's stores and
+ * loads cost more than the vector multiplies save.)  A group that fails the
+ * test goes element by element: wrap a negative index (scatter-add form),
+ * grow the histogram (bincount form), or stop with a range error.  Private
+ * histograms are as in cpu/bincount.c: one per
  * thread for exact sums, one per task for float sums (summed in task order:
  * the same rounding on every call for a given thread count).  A histogram
  * that would need more bins than N / (2 x histograms) (at least 4096) makes
@@ -52,6 +72,7 @@
 #define BC_NX 2
 #define BC_NIN 5
 #define BC_FX_T npy_int64
+#define BC_FX_SIZE 8
 #define BC_FX_FUSED 1
 #define BC_WEIGHTED 1
 #define BC_FW_FUSED 1
@@ -81,6 +102,7 @@
 #endif
 
 #include "common/host_helpers.h"
+#include "cpu/plan.h"
 #include "cpu/worker_pool.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +160,7 @@ typedef struct {
     npy_intp n;          /* minlength, or the histogram length */
     int w_const;         /* one weight for every element */
     BC_OUT_T w_value;
+    unsigned plan;       /* the CPU plan (cpu/plan.h) */
     npy_intp limit;      /* most bins of a private histogram */
     npy_intp ntasks;
     int per_task;
@@ -177,70 +200,14 @@ static int APPLY_SPECIFIC(bc_f_reserve)(BC_FHIST *h, npy_intp need)
 
 /* Each weight is rounded to its dtype before it is added, as in the unfused
  * graph: no contraction of the scalar code's product with the addition into
- * the bin (a fused multiply-add would round once). */
+ * the bin (a fused multiply-add would round once).  The helpers of the loops
+ * are inside these options too, so that they can be inlined into them. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-/* The fast path: groups of eight while every value of a group lies in
- * [0, cap).  Returns the index of the first group that did not (or of the
- * tail shorter than a group), which the slow path handles; on a failure of
- * the scalar code it sets h->status to BC_F_FAULT. */
-#define BC_SCALAR_FAIL(code)                                                   \
-    do {                                                                       \
-        (void)(code);                                                          \
-        h->status = BC_F_FAULT;                                                \
-        return i;                                                              \
-    } while (0)
-static npy_intp APPLY_SPECIFIC(bc_f_fast)(const BC_FCTX *ctx, BC_FHIST *h, npy_intp i,
-                                          npy_intp end)
-{
-    const npy_uint64 ucap = (npy_uint64)h->cap;
-    BC_ACC_T *BC_RESTRICT bins = h->bins;
-    npy_uint64 m = h->max_seen;
-    const int w_const = ctx->w_const;
-    const BC_ACC_T w_value = (BC_ACC_T)ctx->w_value;
-    BC_FX_LOCALS(ctx->in)
-    BC_FW_LOCALS(ctx->in)
-    (void)w_const;
-    (void)w_value;
-    for (; i + 8 <= end; i += 8) {
-        npy_uint64 any = 0;
-        int k;
-#if BC_FX_FUSED
-        BC_FX_T xv[8];
-        for (k = 0; k < 8; k++)
-            BC_FUSED_X(i + k, xv[k]);
-#else
-        const BC_FX_T *xv = bc_xp0 + i; /* read in place */
-#endif
-        for (k = 0; k < 8; k++) {
-            const npy_uint64 u = (npy_uint64)xv[k];
-            any |= u;
-#if BC_F_TRACK_MAX
-            m = u > m ? u : m; /* a group that fails is counted by the slow path */
-#endif
-        }
-        if (any >= ucap)
-            break;
-#if BC_WEIGHTED
-        if (w_const) {
-            for (k = 0; k < 8; k++)
-                bins[(npy_intp)xv[k]] += w_value;
-            continue;
-        }
-#endif
-        for (k = 0; k < 8; k++) {
-            BC_OUT_T wk;
-            BC_FUSED_W(i + k, wk);
-            bins[(npy_intp)xv[k]] += (BC_ACC_T)wk;
-        }
-    }
-    h->max_seen = m;
-    return i;
-}
-#undef BC_SCALAR_FAIL
+#include "cpu/fused_bincount_fast.h" /* the fast path: a group's test, the loops the plan chooses */
 
 /* The slow path for element i: wrap, grow, or report; the status. */
 #define BC_SCALAR_FAIL(code) return ((void)(code), BC_F_FAULT)
