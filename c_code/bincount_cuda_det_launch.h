@@ -46,6 +46,13 @@
  *      (none for at most 32 windows), SCATTER, SUM and the finish, all
  *      queued without waiting.
  *
+ * With the result to the host (bincount_cuda_host_result.h,
+ * bc_cuda_bincount_det_host) steps 2-4 run for the expected length before
+ * the wait, into memory the caller keeps, and the wait follows one copy of
+ * the output and the status; this launcher runs only when that length was
+ * short or takes the bucket path (bc_cuda_det_geometry and
+ * bc_cuda_det_queue_windows serve both).
+ *
  * The order of every float addition follows from the grid alone (a bin's
  * value is the same whichever window it falls in), and the grid from the
  * length of x alone, or, in the bucket path, from the lengths of x and of
