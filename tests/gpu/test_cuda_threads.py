@@ -8,7 +8,9 @@ copy (the first thread the original) with an input of its own, 12 times,
 while the others do the same, and every result must be the one its own
 input gives.  On the emulation a launch runs the whole kernel inside
 ``cuLaunchKernel`` with the GIL released, so a shared parameter block is
-rewritten under a running kernel at once.
+rewritten under a running kernel at once; and the threads take turns every
+microsecond (``sys.setswitchinterval``), so that state shared between a
+call's first write and its launch is seen too.
 
 One case per GPU Op that keeps something per node, Op or CUDA context:
 ``GpuElemwise`` (its launch per node and context; the vector and the
@@ -43,6 +45,13 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU
 THREADS, CALLS = 3, 12
 
 
+def runs(f, op: str):
+    """``f``, after checking that an Op named ``op`` runs in it."""
+    names = [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+    assert op in names, names
+    return f
+
+
 def host(a):
     return cupy().asnumpy(a) if not isinstance(a, np.ndarray) else a
 
@@ -75,10 +84,15 @@ def run_copies(f, expected, exact=True, threads=THREADS, calls=CALLS):
             errors.append((i, repr(exc)))
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(300)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between bytecodes too, not only at C calls
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(300)
+    finally:
+        sys.setswitchinterval(interval)
     assert not errors, errors
     return wrong
 
@@ -104,7 +118,7 @@ def test_elemwise_copies_in_threads_launch_with_their_own_arguments():
     v = np.arange(n, dtype="float64")
     gv = gpu.shared(v)
     t = at.dscalar("t")
-    f = aesara.function([t], [gpu_from_host(t * gv + 1.0), gpu_from_host(t * gv[::-2] - 1.0)])
+    f = runs(aesara.function([t], [gpu_from_host(t * gv + 1.0), gpu_from_host(t * gv[::-2] - 1.0)]), "GpuElemwise")
 
     def expected(t):
         return np.concatenate([t * v + 1.0, t * v[::-2] - 1.0])
@@ -120,7 +134,7 @@ def test_rows_scatter_add_of_an_elementwise_increment_in_threads():
     inc = rng.standard_normal((n, width))
     gidx, ginc = gpu.shared(idx), gpu.shared(inc)
     t = at.dscalar("t")
-    f = aesara.function([t], at.inc_subtensor(at.zeros((rows, width))[gidx], t * ginc))
+    f = runs(aesara.function([t], at.inc_subtensor(at.zeros((rows, width))[gidx], t * ginc)), "GpuScatterAdd")
 
     def expected(t):
         out = np.zeros((rows, width))
@@ -132,20 +146,22 @@ def test_rows_scatter_add_of_an_elementwise_increment_in_threads():
 
 
 def test_scatter_set_copies_in_threads():
-    rows, width, n = 40, 5, size(3000, 400)
+    """GpuScatterSet into a copy of a GPU base (its two launches share one
+    parameter block within a call), of a GpuElemwise's values."""
+    rows, width, n = 40, 5, size(3000, 4000)
     rng = np.random.default_rng(41)
     idx = rng.integers(-rows, rows, n)
-    vals = rng.standard_normal((n, width))
-    gidx, gvals = gpu.shared(idx), gpu.shared(vals)
+    vals, base = rng.standard_normal((n, width)), rng.standard_normal((rows, width))
+    gidx, gvals, gbase = gpu.shared(idx), gpu.shared(vals), gpu.shared(base)
     t = at.dscalar("t")
-    f = aesara.function([t], at.set_subtensor(at.zeros((rows, width))[gidx], t * gvals))
+    f = runs(aesara.function([t], gpu_from_host(at.set_subtensor(gbase[gidx], t * gvals))), "GpuScatterSet")
 
     def expected(t):
-        out = np.zeros((rows, width))
+        out = base.copy()
         out[idx] = t * vals
         return out
 
-    wrong = run_copies(f, expected, calls=6)
+    wrong = run_copies(f, expected, calls=12)
     assert not wrong, wrong[:3]
 
 
@@ -163,7 +179,7 @@ def test_the_seed_loop_in_threads(deterministic):
     gx, gv = gpu.shared(x), gpu.shared(v)
     t = at.dscalar("t")
     with aesara.config.change_flags(deterministic=deterministic):
-        f = aesara.function([t], bincount(gx, weights=at.exp(-t * gv)))
+        f = runs(aesara.function([t], bincount(gx, weights=at.exp(-t * gv))), "GpuFusedBincount")
     want = {}
 
     def expected(t):
