@@ -20,8 +20,9 @@
  *     groups first, with no branch between the loads (det_load_groups: a
  *     position past the end reads the last one), then finds the bins, then
  *     loads the stored weights of those in the window (det_load_weights),
- *     so that a round waits for memory about twice, not once per load.  For each group the lanes that hold the same bin are found
- *     with __match_any_sync, their weights summed over a fixed tree of their
+ *     so that a round waits for memory about twice, not once per load.
+ *     For each group the lanes that hold the same bin are found with
+ *     __match_any_sync, their weights summed over a fixed tree of their
  *     lane ranks (peer_sum, bincount_cuda_device.cuh) and the lowest of them
  *     adds the sum to the warp's bin with a plain read-modify-write, then
  *     __syncwarp orders that write before the next group's.  So a warp's bin
