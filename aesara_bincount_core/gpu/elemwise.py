@@ -366,7 +366,8 @@ class GpuElemwise(Op):
             return
         layout.check_arrays(self, arrays, cp.cuda.runtime.getDevice())
         plan = self._plan(node)
-        p = plan.params
+        block = plan.take()  # this call's own parameter block (f.copy() shares the plan)
+        p = block.params
         p.n = n
         for k, dtype in scalar_args:  # host scalars: kernel arguments
             v = inputs[k]
@@ -383,26 +384,54 @@ class GpuElemwise(Op):
         if not contiguous:
             p.shape[:ndim] = shape
         p.contiguous = 2 if contiguous and width and layout.vector_aligned(args, width) else int(contiguous)
-        plan.launch(min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
+        plan.launch(block, min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
+
+
+class _Block:
+    """One kernel parameter block (``bc_ew_params``) and the argument array
+    that points at it."""
+
+    __slots__ = ("params", "args")
+
+    def __init__(self, ndim: int):
+        self.params = _Params()
+        self.params.ndim = ndim
+        self.args = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
 
 
 class _Launch:
     """What every launch of one GpuElemwise node in one CUDA context shares,
     built once: the kernel, the most blocks worth launching (those that run at
     once: the multiprocessors times the blocks the driver's occupancy
-    calculator grants one of them), and the kernel's parameter block, of which
-    each call rewrites the fields it uses (the driver copies it at launch)."""
+    calculator grants one of them), and the parameter blocks not in use.
 
-    __slots__ = ("_drv", "_func", "max_blocks", "params", "_args")
+    The plan is shared by a function and its ``f.copy()`` (Aesara copies a
+    node's tag shallowly), so by calls from several threads at once, and
+    ctypes releases the GIL inside ``cuLaunchKernel``.  So each call takes a
+    parameter block of its own (:meth:`take`: one left by an earlier call,
+    else a new one), writes every field it uses, and gives it back once
+    ``cuLaunchKernel`` has returned (the driver copies the block at launch).
+    ``list.pop`` and ``list.append`` are atomic under the GIL: no lock."""
+
+    __slots__ = ("_drv", "_func", "max_blocks", "_ndim", "_free")
 
     def __init__(self, drv, func: int, multiprocessors: int, ndim: int):
-        self._drv, self._func = drv, func
+        self._drv, self._func, self._ndim = drv, func, ndim
         per_sm = drv.max_active_blocks(func, THREADS, 0)
         self.max_blocks = max(1, multiprocessors * max(1, per_sm))
-        self.params = _Params()
-        self.params.ndim = ndim
-        self._args = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
+        self._free: List[_Block] = [_Block(ndim)]
 
-    def launch(self, blocks: int, stream: int) -> None:
-        """``cuLaunchKernel`` of ``blocks`` blocks with the current parameters, on ``stream``."""
-        self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, self._args)
+    def take(self) -> _Block:
+        """A parameter block no other call uses until it is given back."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            return _Block(self._ndim)
+
+    def launch(self, block: _Block, blocks: int, stream: int) -> None:
+        """``cuLaunchKernel`` of ``blocks`` blocks with ``block``'s parameters, on
+        ``stream``; then ``block`` is free again (also when the launch fails)."""
+        try:
+            self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, block.args)
+        finally:
+            self._free.append(block)

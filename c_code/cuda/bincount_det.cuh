@@ -15,10 +15,14 @@
  *     shared memory once per warp: each warp has a private sub-histogram of
  *     the window, which only that warp writes.
  *   - Positions are dealt out by the fixed grid: warp w of block b takes, in
- *     each round of the grid, DET_UNROLL groups of 32 consecutive positions
- *     (the groups loaded first, DET_UNROLL loads in flight per lane, then
- *     added).  For each group the lanes that hold the same bin are found
- *     with __match_any_sync, their weights summed over a fixed tree of their
+ *     each round of the grid, DET_UNROLL groups of 32 consecutive positions:
+ *     a lane loads x (or computes it, and a computed weight) for all its
+ *     groups first, with no branch between the loads (det_load_groups: a
+ *     position past the end reads the last one), then finds the bins, then
+ *     loads the stored weights of those in the window (det_load_weights),
+ *     so that a round waits for memory about twice, not once per load.
+ *     For each group the lanes that hold the same bin are found with
+ *     __match_any_sync, their weights summed over a fixed tree of their
  *     lane ranks (peer_sum, cuda/device_helpers.cuh) and the lowest of them
  *     adds the sum to the warp's bin with a plain read-modify-write, then
  *     __syncwarp orders that write before the next group's.  So a warp's bin
@@ -60,8 +64,9 @@ namespace bc {
 /* Groups of 32 positions a lane loads before it adds them (loads in flight,
  * since a block per multiprocessor leaves few warps to hide latency). */
 enum { DET_UNROLL = 4 };
-/* Chunks' partial sums of a bin the finish loads before it adds them. */
-enum { DET_FINISH_LOADS = 8 };
+/* Partial sums of a bin the finish loads before it adds them (whole
+ * batches with no predicate: ptxas issues the loads back to back). */
+enum { DET_FINISH_LOADS = 16 };
 
 /* Add one group of 32 lanes to a warp's bins `mine`: the lanes that hold
  * the same key are found with __match_any_sync, their values summed over
@@ -103,6 +108,47 @@ __device__ __forceinline__ void det_merge(const W *shared, bc_u64 span, bc_u64 w
     }
 }
 
+/* The value of x at `pos` (computed by bc_fused_x when FX). */
+template <typename X, bool FX>
+__device__ __forceinline__ X det_x_at(const bc_hist_params &p, const bc_fused_params *f, bc_i64 pos)
+{
+    const X *x = reinterpret_cast<const X *>(p.x);
+    return FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
+}
+
+/* A lane's DET_UNROLL values of x, at base + k * 32 + lane (k < DET_UNROLL),
+ * and, when FUSED, their computed weights (else v = 0); a position at or
+ * past `end` reads the one before `end` instead (its lane adds nothing), so
+ * there is no branch between the loads and all of them are in flight at
+ * once. */
+template <typename X, typename W, bool FUSED, bool FX>
+__device__ __forceinline__ void det_load_groups(const bc_hist_params &p, const bc_fused_params *f,
+                                                bc_i64 base, bc_i64 end, X *xv, W *v)
+{
+    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
+#pragma unroll
+    for (int k = 0; k < DET_UNROLL; k++) {
+        const bc_i64 pos = base + k * 32 + lane;
+        const bc_i64 at = pos < end ? pos : end - 1;
+        xv[k] = det_x_at<X, FX>(p, f, at);
+        v[k] = FUSED ? (W)bc_fused_weight(*f, at) : (W)0;
+    }
+}
+
+/* Unless FUSED: the stored weights of a lane's groups that have a key
+ * (predicated loads, all in flight at once); the others keep v. */
+template <typename W, bool FUSED>
+__device__ __forceinline__ void det_load_weights(const bc_hist_params &p, bc_i64 base,
+                                                 const unsigned *key, W *v)
+{
+    const W *w = reinterpret_cast<const W *>(p.w);
+    const bc_i64 lane = (bc_i64)(threadIdx.x & 31u);
+#pragma unroll
+    for (int k = 0; k < DET_UNROLL; k++)
+        if (!FUSED && key[k] != DET_NONE)
+            v[k] = __ldcs(w + (base + k * 32 + lane) * p.w_stride);
+}
+
 /*
  * One deterministic pass over x into the window [p.lo, p.hi) (see the top).
  * X: dtype of x; W: of the weights (float or double), also the type of a
@@ -120,8 +166,6 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
     const unsigned warps = blockDim.x >> 5;
     const bc_u64 lo = (bc_u64)p.lo;
     const bc_u64 span = (bc_u64)(p.hi - p.lo);
-    const X *x = reinterpret_cast<const X *>(p.x);
-    const W *w = reinterpret_cast<const W *>(p.w);
     bc_status *status = reinterpret_cast<bc_status *>(p.status);
     W *shared = reinterpret_cast<W *>(dynamic_shared());
     W *mine = shared + warp * span;
@@ -134,22 +178,26 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
          base += round) {
         unsigned key[DET_UNROLL];
         W v[DET_UNROLL];
+        X xv[DET_UNROLL];
+        /* 1. x (and computed weights) of every group, with no branch
+         * between the loads: all of them in flight at once. */
+        det_load_groups<X, W, FUSED, FX>(p, f, base, p.size, xv, v);
+        /* 2. The bins. */
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
             const bc_i64 pos = base + k * 32 + (bc_i64)lane;
+            bc_u64 bin = 0;
             key[k] = DET_NONE;
-            v[k] = (W)0;
             if (pos < p.size) {
-                const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
-                bc_u64 bin = 0;
-                if (!to_bin(xv, sign(), p, bin, vmax)) {
+                if (!to_bin(xv[k], sign(), p, bin, vmax))
                     first_bad = (bc_u64)pos < first_bad ? (bc_u64)pos : first_bad;
-                } else if (bin - lo < span) {
+                else if (bin - lo < span)
                     key[k] = (unsigned)(bin - lo);
-                    v[k] = FUSED ? (W)bc_fused_weight(*f, pos) : __ldcs(w + pos * p.w_stride);
-                }
             }
         }
+        /* 3. The stored weights of the values in the window (predicated
+         * loads, again all in flight at once), then the adds. */
+        det_load_weights<W, FUSED>(p, base, key, v);
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++)
             det_add_group(mine, key[k], v[k]);
@@ -165,43 +213,58 @@ __device__ __forceinline__ void det_hist(const bc_hist_params &p, const bc_fused
     last_block_check<X, FX>(p, f, status);
 }
 
-/* The blocks' partial sums of each bin, block 0 first, rounded once to OUT;
- * in the bucket path the chunks' partial sums of each bin, chunk order
- * (cuda/bincount_det_bucket.cuh), a bin of an empty window +0.0. */
+/* The sum of `count` (at least 1) partial sums `stride` apart from `src`,
+ * in that order, the first not added to anything: DET_FINISH_LOADS loads
+ * in flight, then their adds in the same order (the bits of a plain loop). */
+__device__ __forceinline__ double det_sum_rows(const double *src, bc_i64 stride, bc_i64 count)
+{
+    double s = src[0];
+    bc_i64 k = 1;
+    for (; k + DET_FINISH_LOADS <= count; k += DET_FINISH_LOADS) {
+        double t[DET_FINISH_LOADS];
+#pragma unroll
+        for (int u = 0; u < DET_FINISH_LOADS; u++)
+            t[u] = src[(k + u) * stride];
+#pragma unroll
+        for (int u = 0; u < DET_FINISH_LOADS; u++)
+            s += t[u];
+    }
+    if (k < count) { /* the last, partial batch: predicated loads */
+        double t[DET_FINISH_LOADS];
+#pragma unroll
+        for (int u = 0; u < DET_FINISH_LOADS; u++)
+            t[u] = k + u < count ? src[(k + u) * stride] : 0.0;
+#pragma unroll
+        for (int u = 0; u < DET_FINISH_LOADS; u++)
+            if (k + u < count)
+                s += t[u];
+    }
+    return s;
+}
+
+/* Each bin's partial sums added in order by det_sum_rows, rounded once to
+ * OUT: in a window pass the blocks' rows, block 0 first; in the bucket path
+ * (cuda/bincount_det_bucket.cuh) the rows of the chunks that hold the bin's
+ * window's entries, chunk order (a bin of an empty window +0.0). */
 template <typename OUT> __device__ __forceinline__ void det_finish(const bc_det_finish_params &p)
 {
     const double *src = reinterpret_cast<const double *>(p.src);
     OUT *dst = reinterpret_cast<OUT *>(p.dst);
     const bc_i64 step = (bc_i64)gridDim.x * blockDim.x;
-    const bc_i64 first = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x;
     const bc_u32 *starts = reinterpret_cast<const bc_u32 *>(p.starts);
-    for (bc_i64 j = first; j < p.bins && starts; j += step) {
-        const bc_i64 w = j / p.window_bins, b = j - w * p.window_bins;
-        const bc_i64 e0 = starts[w], e1 = starts[w + 1];
+    for (bc_i64 j = (bc_i64)blockIdx.x * blockDim.x + threadIdx.x; j < p.bins; j += step) {
         double s = 0.0;
-        if (e1 > e0) {
-            /* the partials of window w: rows chunk + w, chunk e0 / chunk
-             * ... (e1 - 1) / chunk, added in that order, DET_FINISH_LOADS
-             * loads in flight */
-            const bc_i64 k1 = (e1 - 1) / p.chunk;
-            s = src[(e0 / p.chunk + w) * p.window_bins + b];
-            for (bc_i64 k = e0 / p.chunk + 1; k <= k1; k += DET_FINISH_LOADS) {
-                double t[DET_FINISH_LOADS];
-#pragma unroll
-                for (int u = 0; u < DET_FINISH_LOADS; u++)
-                    t[u] = k + u <= k1 ? src[(k + u + w) * p.window_bins + b] : 0.0;
-#pragma unroll
-                for (int u = 0; u < DET_FINISH_LOADS; u++)
-                    if (k + u <= k1)
-                        s += t[u];
-            }
+        if (starts == 0) {
+            s = det_sum_rows(src + j, p.stride, p.blocks);
+        } else {
+            /* window w's rows: chunk + w for the chunks e0 / chunk ...
+             * (e1 - 1) / chunk of its entries [e0, e1) */
+            const bc_i64 w = j / p.window_bins, b = j - w * p.window_bins;
+            const bc_i64 e0 = starts[w], e1 = starts[w + 1];
+            if (e1 > e0)
+                s = det_sum_rows(src + (e0 / p.chunk + w) * p.window_bins + b, p.window_bins,
+                                 (e1 - 1) / p.chunk - e0 / p.chunk + 1);
         }
-        dst[j] = (OUT)s;
-    }
-    for (bc_i64 j = first; j < p.bins && !starts; j += step) {
-        double s = src[j];
-        for (bc_i64 b = 1; b < p.blocks; b++)
-            s += src[b * p.stride + j];
         dst[j] = (OUT)s;
     }
 }

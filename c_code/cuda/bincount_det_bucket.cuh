@@ -34,7 +34,8 @@
  *            (bc_det_scan_here) no SCAN is launched: each SCATTER block
  *            adds up its own column's offsets (det_scan_here).
  *   SCATTER  each block re-reads its tile (x and the weights, computed in
- *            the fused case) and writes (bin within the window, weight) to
+ *            the fused case; loaded as the window pass loads them, all of x
+ *            first) and writes (bin within the window, weight) to
  *            its window's bucket at the tile's offset plus its rank.  The
  *            ranks: a warp takes DET_UNROLL groups of 32 consecutive
  *            positions; __match_any_sync finds the lanes of a group in the
@@ -101,7 +102,7 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
     bc_u32 *cursor = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
     bc_u32 *counts = cursor + d.windows, *mine = counts + warp * d.windows;
     const bc_i64 step = here ? 1 : d.tiles;
-    const W *w = reinterpret_cast<const W *>(p.w);
+    typedef typename traits<X>::sign sign;
     const bc_i64 begin = (bc_i64)blockIdx.x * d.tile_values;
     const bc_i64 end = begin + d.tile_values < p.size ? begin + d.tile_values : p.size;
     if (bc_det_scan_here(d.windows, d.tiles)) {
@@ -114,22 +115,29 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
         counts[c] = 0u;
     __syncthreads();
     for (bc_i64 base = begin; base < end; base += (bc_i64)blockDim.x * DET_UNROLL) {
+        const bc_i64 group = base + (bc_i64)warp * DET_UNROLL * 32; /* the warp's groups */
         unsigned key[DET_UNROLL], peers[DET_UNROLL];
         bc_u32 at[DET_UNROLL], dst[DET_UNROLL];
         unsigned short sub[DET_UNROLL];
         W v[DET_UNROLL];
+        X xv[DET_UNROLL];
+        /* x of every group first, then the bins, then the stored weights of
+         * those with one (as the window pass: det_load_groups) */
+        det_load_groups<X, W, FUSED, FX>(p, f, group, end, xv, v);
 #pragma unroll
         for (int k = 0; k < DET_UNROLL; k++) {
-            const bc_i64 pos = base + ((bc_i64)warp * DET_UNROLL + k) * 32 + lane;
-            bc_u64 bin = 0;
+            bc_u64 bin = 0, vmax = 0;
             key[k] = DET_NONE;
             sub[k] = 0;
-            v[k] = (W)0;
-            if (pos < end && det_bin_at<X, FX>(p, f, pos, bin)) {
+            if (group + k * 32 + (bc_i64)lane < end && to_bin(xv[k], sign(), p, bin, vmax) &&
+                bin < (bc_u64)p.hi) {
                 key[k] = (unsigned)(bin / d.window_bins);
                 sub[k] = (unsigned short)(bin - (bc_u64)key[k] * d.window_bins);
-                v[k] = FUSED ? (W)bc_fused_weight(*f, pos) : __ldcs(w + pos * p.w_stride);
             }
+        }
+        det_load_weights<W, FUSED>(p, group, key, v);
+#pragma unroll
+        for (int k = 0; k < DET_UNROLL; k++) {
             peers[k] = __match_any_sync(FULL_WARP, key[k]);
             at[k] = 0;
         }

@@ -47,18 +47,6 @@ template <typename W> struct det_bucket {
     }
 };
 
-/* The bin of the value at `pos`, false when it has none in [0, p.hi) (the
- * range check ran before, in the count). */
-template <typename X, bool FX>
-__device__ __forceinline__ bool det_bin_at(const bc_hist_params &p, const bc_fused_params *f,
-                                           bc_i64 pos, bc_u64 &bin)
-{
-    const X *x = reinterpret_cast<const X *>(p.x);
-    const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
-    bc_u64 vmax = 0;
-    return to_bin(xv, typename traits<X>::sign(), p, bin, vmax) && bin < (bc_u64)p.hi;
-}
-
 /* COUNT: the block's tile checked (max(x), the first refused position, as
  * the window pass checks it: publish_check, last_block_check) and counted
  * per window (p.shared_bins != 0: the counters in shared memory, else in
@@ -70,7 +58,6 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
 {
     typedef typename traits<X>::sign sign;
     const det_bucket<W> d(p);
-    const X *x = reinterpret_cast<const X *>(p.x);
     const bool here = p.shared_bins != 0;
     bc_u32 *count = here ? reinterpret_cast<bc_u32 *>(dynamic_shared()) : d.table + blockIdx.x;
     const bc_i64 step = here ? 1 : d.tiles;
@@ -84,9 +71,8 @@ __device__ __forceinline__ void det_count(const bc_hist_params &p, const bc_fuse
         const bc_i64 pos = base + threadIdx.x;
         unsigned key = DET_NONE;
         if (pos < end) {
-            const X xv = FX ? (X)bc_fused_x(*f, pos) : __ldcs(x + pos * p.x_stride);
             bc_u64 bin = 0;
-            if (!to_bin(xv, sign(), p, bin, vmax))
+            if (!to_bin(det_x_at<X, FX>(p, f, pos), sign(), p, bin, vmax))
                 first_bad = (bc_u64)pos < first_bad ? (bc_u64)pos : first_bad;
             else if (bin < (bc_u64)p.hi)
                 key = (unsigned)(bin / d.window_bins);

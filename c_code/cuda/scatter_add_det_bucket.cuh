@@ -302,7 +302,7 @@ template <typename I, typename OUT> __device__ __forceinline__ void rows_det(con
     if (w < wowners)
         det_share(span, wowners, w, a, z);
     const det_shared<OUT> sh;
-    if (bucket != nullptr && (ce - cb) * DET_ROW_STREAM <= (bc_i64)STAGE / 2) {
+    if (bucket != nullptr && ce - cb <= (bc_i64)bc_rows_det_stream_cols((long long)sizeof(OUT))) {
         det_run<OUT> run;
         det_bucket_streamed<I>(run, sh, p, bucket, e0, e1, a, z, r0, cb + lane, cb, (int)(ce - cb));
         run.store(reinterpret_cast<OUT *>(p.out), p, cb + lane, (int)(ce - cb));

@@ -28,16 +28,25 @@ BC_DET_FN int bc_rows_det_sorted(long long n, long long nrows, long long row_siz
            n > BC_CUDA_ROWS_DET_SORT_MIN / (tiles > 0 ? tiles : 1);
 }
 
+/* The most columns of `itemsize` bytes that the streamed adds take
+ * (det_bucket_streamed, cuda/scatter_add_det_bucket.cuh): a round of
+ * BC_CUDA_THREADS entries' increments fills at most half the stage, so 32
+ * bytes a row (8 float32, 4 float64).  The kernel's test and the slices'
+ * width below both come from here. */
+BC_DET_FN long long bc_rows_det_stream_cols(long long itemsize)
+{
+    return BC_CUDA_ROWS_DET_STAGE_BYTES / (2 * (long long)BC_CUDA_THREADS * itemsize);
+}
+
 /* The column slices of a hot bucket (bc_rows_det_hot) of rows of `row_size`
  * elements of `itemsize` bytes, at most BC_CUDA_ROWS_DET_SLICES, and in
- * *cols the columns of each but the last: a multiple of the columns whose
- * increments of a whole chunk of DET_ROW_CHUNK entries fill the stage
- * (8 float32, 4 float64; 32 bytes), so that a slice reads whole sectors.
- * Sizes only, never the device: the adds' grid is owners x slices. */
+ * *cols the columns of each but the last: a multiple of the streamed width
+ * (bc_rows_det_stream_cols: 32 bytes), so that a slice reads whole sectors
+ * and a slice of that width is streamed.  Sizes only, never the device:
+ * the adds' grid is owners x slices. */
 BC_DET_FN long long bc_rows_det_slices(long long row_size, long long itemsize, long long *cols)
 {
-    const long long least = BC_CUDA_ROWS_DET_STAGE_BYTES /
-                            ((long long)BC_CUDA_THREADS * BC_CUDA_ROWS_DET_PER_THREAD * itemsize);
+    const long long least = bc_rows_det_stream_cols(itemsize);
     long long each = (row_size + BC_CUDA_ROWS_DET_SLICES - 1) / BC_CUDA_ROWS_DET_SLICES;
     each = (each + least - 1) / least * least;
     if (each < 1)

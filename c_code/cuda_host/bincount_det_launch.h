@@ -46,6 +46,13 @@
  *      (none for at most 32 windows), SCATTER, SUM and the finish, all
  *      queued without waiting.
  *
+ * With the result to the host (cuda_host/bincount_to_host.h,
+ * bc_cuda_bincount_det_host) steps 2-4 run for the expected length before
+ * the wait, into memory the caller keeps, and the wait follows one copy of
+ * the output and the status; this launcher runs only when that length was
+ * short or takes the bucket path (bc_cuda_det_geometry and
+ * bc_cuda_det_queue_windows serve both).
+ *
  * The order of every float addition follows from the grid alone (a bin's
  * value is the same whichever window it falls in), and the grid from the
  * length of x alone, or, in the bucket path, from the lengths of x and of
@@ -141,6 +148,42 @@ static int bc_cuda_det_queue_finish(const bc_cuda_api *api, const bc_cuda_kernel
     p.window_bins = window_bins;
     return bc_cuda_queue_finish_kernel(api, k, stream, bins, &p,
                                        "cuLaunchKernel(deterministic finish)", err);
+}
+
+/* The window of a pass (*span bins: a warp's sub-histogram in the shared
+ * memory budget) and its grid (*blocks: from the length of x alone; step 1
+ * above); 0, or -1 with *err filled. */
+static int bc_cuda_det_geometry(const bc_cuda_bincount_call *c, const bc_cuda_kernels *k,
+                                long long *span, long long *blocks, bc_cuda_error *err)
+{
+    *span = k->shared_budget / ((BC_CUDA_THREADS / 32) * c->shared_itemsize);
+    if (*span < 1)
+        return bc_det_no_shared(err);
+    *blocks = bc_ceil_div(c->x.length, BC_CUDA_MIN_ELEMS_PER_BLOCK);
+    *blocks = *blocks < BC_CUDA_DET_BLOCKS ? *blocks : BC_CUDA_DET_BLOCKS;
+    return 0;
+}
+
+/* Queue the window passes and finishes of the bins [lo, length) into the
+ * output at `out` (bin 0's address): windows of `span` bins, each a pass
+ * into the partial sums at `partials` (blocks x span float64, reused by
+ * every window: the stream orders each finish before the next pass) and a
+ * finish. */
+static int bc_cuda_det_queue_windows(const bc_cuda_api *api, const bc_cuda_kernels *k,
+                                     const bc_cuda_bincount_call *c, bc_CUdeviceptr partials,
+                                     bc_CUdeviceptr status, long long blocks, long long span,
+                                     long long lo, long long length, bc_CUdeviceptr out,
+                                     bc_cuda_error *err)
+{
+    for (; lo < length; lo += span) {
+        const long long hi = lo + span < length ? lo + span : length;
+        if (bc_cuda_det_queue_pass(api, k, c, partials, status, blocks, lo, hi, err) != 0 ||
+            bc_cuda_det_queue_finish(api, k, c->stream, partials,
+                                     out + (bc_CUdeviceptr)lo * (bc_CUdeviceptr)c->out_itemsize,
+                                     hi - lo, hi - lo, blocks, 0, 0, 0, err) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* The parameters of the bucket path's stages over `windows` windows of
@@ -242,7 +285,6 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
                                 const bc_cuda_kernels *k, const bc_cuda_host *host,
                                 bc_cuda_result *result, bc_cuda_error *err)
 {
-    const long long warps = BC_CUDA_THREADS / 32;
     const long long window_bins = bc_det_window_bins(c->shared_itemsize);
     void *buf = NULL, *out = NULL, *scratch = NULL;
     bc_CUdeviceptr buf_ptr = 0, out_ptr = 0, status_ptr = 0, base = 0;
@@ -254,11 +296,8 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         return begun > 0 ? 0 : -1;
 
     /* 1. The window and the grid. */
-    span = k->shared_budget / (warps * c->shared_itemsize);
-    if (span < 1)
-        return bc_det_no_shared(err);
-    blocks = bc_ceil_div(c->x.length, BC_CUDA_MIN_ELEMS_PER_BLOCK);
-    blocks = blocks < BC_CUDA_DET_BLOCKS ? blocks : BC_CUDA_DET_BLOCKS;
+    if (bc_cuda_det_geometry(c, k, &span, &blocks, err) != 0)
+        return -1;
     if (c->scatter) {
         first = c->n;
     } else {
@@ -319,19 +358,16 @@ static int bc_cuda_bincount_det(const bc_cuda_api *api, const bc_cuda_bincount_c
         if (buf == NULL)
             goto fail;
     }
-    for (lo = 0; lo < length && !bucketed;) {
-        const int counted = lo == 0 && first > 0; /* by the first pass */
-        const long long width = counted ? first : span;
-        const long long hi = lo + width < length ? lo + width : length;
-        if (!counted &&
-            bc_cuda_det_queue_pass(api, k, c, buf_ptr, status_ptr, blocks, lo, hi, err) != 0)
+    if (!bucketed) {
+        /* the first window, counted by the first pass (partial rows of
+         * `first` bins), then the others, a pass and a finish each */
+        lo = first < length ? first : length;
+        if (lo > 0 && bc_cuda_det_queue_finish(api, k, c->stream, buf_ptr, out_ptr, lo, first,
+                                               blocks, 0, 0, 0, err) != 0)
             goto fail;
-        if (bc_cuda_det_queue_finish(api, k, c->stream, buf_ptr,
-                                     out_ptr + (bc_CUdeviceptr)lo * (bc_CUdeviceptr)c->out_itemsize,
-                                     hi - lo, counted ? first : hi - lo, blocks, 0, 0, 0,
-                                     err) != 0)
+        if (bc_cuda_det_queue_windows(api, k, c, buf_ptr, status_ptr, blocks, span, lo, length,
+                                      out_ptr, err) != 0)
             goto fail;
-        lo = hi;
     }
     /* The last finish was the last operation that reads the partial sums
      * and the scratch buffer. */

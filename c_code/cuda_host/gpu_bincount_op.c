@@ -37,7 +37,8 @@
  *   - device memory comes from CuPy's memory pool (cupy.empty; what must be
  *     zero is cleared by the launcher on the stream);
  *   - with BC_TO_HOST (the output goes to the host: the Op took the place of
- *     HostFromGpu), the launcher's bc_cuda_bincount_host runs instead, on
+ *     HostFromGpu), the launcher's bc_cuda_bincount_host (deterministic:
+ *     bc_cuda_bincount_det_host, for outputs of window passes) runs instead, on
  *     device and page-locked memory that the context's entry keeps from call
  *     to call (the staging, cuda_host/staging.h): a call then allocates nothing, copies once and
  *     waits once, and the output is a NumPy array (the previous one reused
@@ -51,8 +52,8 @@
  * "" when the accumulator is the output), BC_OUT_DTYPE / BC_BUF_DTYPE (BC_DT_*
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
  * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1: the result comes back to the host
- * in one copy, cuda_host/bincount_to_host.h; the deterministic sum takes the
- * device path, then a copy), and BC_DETERMINISTIC (1: float weights summed by
+ * in one copy, cuda_host/bincount_to_host.h; the deterministic sum's bucket
+ * path takes the device path, then a copy), and BC_DETERMINISTIC (1: float weights summed by
  * bc_cuda_bincount_det of cuda_host/bincount_det_launch.h, whose kernels
  * BC_HIST_KERNEL and BC_FINISH_KERNEL then name); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
@@ -290,7 +291,7 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
     host.ctx = NULL;
     bc_host_cupy(&host);
 
-#if BC_TO_HOST && !BC_DETERMINISTIC
+#if BC_TO_HOST
     {
         bc_host_staging own;
         bc_host_stage_ctx sctx;
@@ -299,10 +300,13 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
         APPLY_SPECIFIC(bc_gpu_staging_take)(k.context_key, &own);
         sctx.api = api;
         sctx.own = &own;
-        rc = bc_cuda_bincount_host(api, &c, &k, &host, bc_host_stage, &sctx, &hr,
-                                   &err);
+        /* the deterministic launcher's staging holds output bins */
+        rc = BC_DETERMINISTIC
+                 ? bc_cuda_bincount_det_host(api, &c, &k, &host, bc_host_stage, &sctx, &hr, &err)
+                 : bc_cuda_bincount_host(api, &c, &k, &host, bc_host_stage, &sctx, &hr, &err);
         if (rc == 0 && !hr.device_path) {
-            rc = bc_host_numpy_output(&hr, BC_OUT_DTYPE, BC_BUF_DTYPE, out);
+            rc = bc_host_numpy_output(&hr, BC_OUT_DTYPE,
+                                      BC_DETERMINISTIC ? BC_OUT_DTYPE : BC_BUF_DTYPE, out);
             if (rc == 0 && !BC_SCATTER && c.x.length > 0)
                 APPLY_SPECIFIC(bc_gpu_remember)(k.context_key, hr.length);
             APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, 1);
@@ -311,7 +315,8 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
         APPLY_SPECIFIC(bc_gpu_staging_give_back)(api, k.context_key, &own, rc == 0);
         if (rc != 0)
             return bc_host_raise(&err, "GpuBincount");
-        /* Too large for the staging: the device path, then a copy. */
+        /* Too large for the staging (or, deterministic, the bucket path or
+         * a length past the guess): the device path, then a copy. */
     }
 #endif
     if ((BC_DETERMINISTIC ? bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)

@@ -45,41 +45,43 @@ typedef struct bc_host_stage_ctx {
     bc_host_staging *own;
 } bc_host_stage_ctx;
 
-/* bc_cuda_stage_fn: grow the call's staging to `bytes`. */
-static int bc_host_stage(void *ctx, size_t bytes, bc_cuda_staging *out, int *out_of_memory)
+/* bc_cuda_stage_fn: grow the call's staging to `device_bytes` of device
+ * memory and `pinned_bytes` of page-locked memory. */
+static int bc_host_stage(void *ctx, size_t device_bytes, size_t pinned_bytes, bc_cuda_staging *out,
+                         int *out_of_memory)
 {
     bc_host_stage_ctx *c = (bc_host_stage_ctx *)ctx;
     bc_host_staging *st = c->own;
-    if (st->device_bytes < bytes) {
+    if (st->device_bytes < device_bytes) {
         bc_CUdeviceptr ptr = 0;
         PyObject *a;
         Py_CLEAR(st->device_array);
         st->device_bytes = 0;
-        a = (PyObject *)bc_host_alloc(NULL, BC_DT_UINT64, (long long)((bytes + 7) / 8), 0, &ptr,
-                                      out_of_memory);
+        a = (PyObject *)bc_host_alloc(NULL, BC_DT_UINT64, (long long)((device_bytes + 7) / 8), 0,
+                                      &ptr, out_of_memory);
         if (a == NULL)
             return -1;
         st->device_array = a;
         st->device = ptr;
-        st->device_bytes = bytes;
+        st->device_bytes = device_bytes;
     }
-    if (st->pinned_bytes < bytes) {
+    if (st->pinned_bytes < pinned_bytes) {
         void *mem = NULL;
         if (st->pinned != NULL)
             c->api->MemFreeHost(st->pinned);
         st->pinned = NULL;
         st->pinned_bytes = 0;
-        if (c->api->MemHostAlloc(&mem, bytes, BC_CU_MEMHOSTALLOC_PORTABLE) != BC_CUDA_SUCCESS ||
+        if (c->api->MemHostAlloc(&mem, pinned_bytes, BC_CU_MEMHOSTALLOC_PORTABLE) !=
+                BC_CUDA_SUCCESS ||
             mem == NULL) {
             *out_of_memory = 1;
             return -1;
         }
         st->pinned = (unsigned char *)mem;
-        st->pinned_bytes = bytes;
+        st->pinned_bytes = pinned_bytes;
     }
     out->device = st->device;
     out->pinned = st->pinned;
-    out->bytes = bytes;
     return 0;
 }
 
