@@ -60,10 +60,11 @@ from aesara_bincount.gpu.rewriting import (
     _from_gpu,
     _on_gpu,
     local_gpu_bincount,
-    local_gpu_scatter_add,
+    local_gpu_scatter_add_checked,
     local_gpu_scatter_set,
 )
 from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
+from aesara_bincount_core.gpu.call_status import call_status
 from aesara_bincount_core.gpu.table import GpuTableOp, gpu_entry, gpu_problem
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, host_from_gpu
 from aesara_bincount_core.gpu.twin import as_device_array
@@ -116,12 +117,20 @@ def _to_host(old_outputs, new_outputs):
 
 
 def _lift_with_entry(node, entry):
-    """``node`` on the GPU through its table entry: the GPU twin, with the host outputs."""
+    """``node`` on the GPU through its table entry: the GPU twin, with the host outputs.
+
+    An entry that ``checks`` gets the call's status as a last input
+    (:mod:`aesara_bincount_core.gpu.call_status`); one with a ``build``
+    makes its GPU graph itself.
+    """
     host = set(entry.host_inputs(node))
     gpu_inputs = tuple(k for k in range(len(node.inputs)) if k not in host)
     args = [_to_gpu(v) if k in gpu_inputs else v for k, v in enumerate(node.inputs)]
-    op = entry.twin(node.op) if entry.twin is not None else GpuTableOp(node.op, gpu_inputs)
-    new = op(*args)
+    if entry.build is not None:
+        new = entry.build(node, args)
+    else:
+        op = entry.twin(node.op) if entry.twin is not None else GpuTableOp(node.op, gpu_inputs)
+        new = op(*args, *([call_status()] if entry.checks else []))
     return _to_host(node.outputs, new if isinstance(new, (list, tuple)) else [new])
 
 
@@ -206,7 +215,7 @@ def local_gpu_lift_elemwise(fgraph, node):
 
 #: The walk: the GPU bincount and scatter-add rewrites walk with the
 #: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
-_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set,
+_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add_checked, local_gpu_scatter_set,
                name="gpu_lift_walk")
 #: The sources (Alloc, Eye...) whose users all run on the GPU.
 _sources = in2out(local_gpu_lift_source, name="gpu_lift_sources")

@@ -30,8 +30,10 @@ import dataclasses
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 from aesara.graph.basic import Apply
 from aesara.tensor.exceptions import ShapeError
+from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.gpu.twin import GpuTwin, as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES
@@ -83,6 +85,16 @@ class GpuEntry:
     source : bool
         The node makes arrays from host values only (``Alloc``, ``Eye``): it
         is lifted when every user of its outputs is on the GPU.
+    checks : bool
+        The entry checks indices or values on the device: its Op takes the
+        call's status (:mod:`.call_status`) as a last input, and its closure
+        gets it as a last argument.
+    host_outputs : tuple of int
+        Outputs that stay host tensors (a shape computed from the inputs' shapes).
+    build : callable or None
+        ``build(node, inputs) -> outputs``: the GPU graph of ``node`` from its
+        inputs (GPU at the positions that are not ``host_inputs``), for an
+        entry whose GPU form is more than one Op (a gather of checked rows).
     """
 
     op_class: type
@@ -97,6 +109,9 @@ class GpuEntry:
     view_map: Optional[dict] = None
     trigger: Optional[Tuple[int, ...]] = None
     source: bool = False
+    checks: bool = False
+    host_outputs: Tuple[int, ...] = ()
+    build: Optional[Callable] = None
 
 
 #: The table: host Op class -> GpuEntry (one dispatch, by exact class).
@@ -116,7 +131,8 @@ def _accept_all(node):
 
 
 def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None, accepts=None,
-             twin=None, view_map=None, trigger=None, source=False):  # fmt: skip
+             twin=None, view_map=None, trigger=None, source=False, checks=False, host_outputs=(),
+             build=None):  # fmt: skip
     """Add an entry for ``op_class``; used as a decorator of its funcify (or called with ``twin``).
 
     Parameters
@@ -134,7 +150,7 @@ def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None,
         A GpuTwin class: then no funcify is given and this returns the entry.
     view_map : dict, optional
     trigger : tuple of int, optional
-    source : bool, optional
+    source, checks, host_outputs, build : optional
         See :class:`GpuEntry`.
 
     Returns
@@ -151,7 +167,8 @@ def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None,
         host_inputs = lambda node: fixed  # noqa: E731
     fields = dict(op_class=op_class, family=family, cupy=cupy, accepts_text=accepts_text,
                   outputs=outputs, host_inputs=host_inputs, accepts=accepts or _accept_all,
-                  view_map=view_map, trigger=trigger, source=source)  # fmt: skip
+                  view_map=view_map, trigger=trigger, source=source, checks=checks,
+                  host_outputs=tuple(host_outputs), build=build)  # fmt: skip
     if twin is not None:
         entry = TABLE[op_class] = GpuEntry(twin=twin, **fields)
         return entry
@@ -222,7 +239,10 @@ class GpuTableOp(GpuTwin):
     Notes
     -----
     Inputs and outputs: those of ``host_op`` (dtypes, static shapes, shape
-    inference), with GPU arrays at ``gpu_inputs`` and for every output.
+    inference), with GPU arrays at ``gpu_inputs`` and for every output but
+    the entry's ``host_outputs``; an entry that ``checks`` takes the call's
+    status (:mod:`.call_status`) as one more input, last, and records there
+    what its checks find, without a wait.
     The closure is built once per node (``funcify(host_op, node)``), on its
     first run.  An output whose dtype differs from the host Op's is cast;
     a 0-d result that CuPy gave as a scalar is wrapped.  Unless the entry
@@ -250,9 +270,28 @@ class GpuTableOp(GpuTwin):
     def __str__(self):
         return f"Gpu{self.host_op}"
 
+    @property
+    def _entry(self):
+        return gpu_entry(self.host_op)
+
+    def make_node(self, *inputs):
+        entry = self._entry
+        status = []
+        if entry.checks:
+            *inputs, last = inputs
+            status = [last]
+        node = super().make_node(*inputs)
+        outputs = [
+            (TensorType if k in entry.host_outputs else type(o.type))(o.type.dtype, shape=o.type.shape)()
+            for k, o in enumerate(node.outputs)
+        ]
+        return Apply(self, node.inputs + status, outputs)
+
     def infer_shape(self, fgraph, node, shapes):
         if not hasattr(self.host_op, "infer_shape"):  # Nonzero: shapes known only when it runs
             raise ShapeError(f"{type(self.host_op).__name__} has no infer_shape")
+        if self._entry.checks:
+            shapes = shapes[:-1]
         return self.host_op.infer_shape(fgraph, node, shapes)
 
     def perform(self, node, inputs, output_storage, params=None):
@@ -261,6 +300,9 @@ class GpuTableOp(GpuTwin):
             fn = _CLOSURES[node] = gpu_entry(self.host_op).funcify(self.host_op, node)
         results = fn(*inputs)
         for storage, out, res in zip(output_storage, node.outputs, results):
+            if isinstance(out.type, TensorType):  # a host output
+                storage[0] = np.asarray(res, dtype=out.type.dtype)
+                continue
             res = as_device_array(res)
             if res.dtype != out.type.dtype:
                 res = res.astype(out.type.dtype)
