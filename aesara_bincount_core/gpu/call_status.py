@@ -21,10 +21,10 @@ Layout (:data:`STATUS_WORDS` int64 words):
   The adding kernels of the scatter-add of rows read it before they add
   (``GpuScatterAdd`` with ``call_status``), so an in-place base (a shared
   variable) is left as it was;
-- words 4-7: the first failure, in the order the work was queued (the order
+- words 4-9: the first failure, in the order the work was queued (the order
   in which the host graph would have raised): its code in the message table
-  (:func:`failure_code`), the position, the value, and one more number (the
-  length or the axis).
+  (:func:`failure_code`), the position, the value, and up to three more
+  numbers (a length, an axis).
 
 The message table is one per process: a code stands for a key that names
 the message (``("rows", "gather", False)``) and the function that builds the
@@ -51,12 +51,13 @@ __all__ = [
 ]
 
 #: int64 words of the call's status: the ``bc_status`` header, then the first failure.
-STATUS_WORDS = 8
+STATUS_WORDS = 10
+_EXTRAS = 3
 _FLAG, _CODE = 1, 4
 
 _lock = threading.Lock()
 _codes: Dict[Hashable, int] = {}
-_builders: List[Callable[[int, int, int], Exception]] = []
+_builders: List[Callable[..., Exception]] = []
 
 
 def status_type() -> GpuArrayType:
@@ -64,7 +65,7 @@ def status_type() -> GpuArrayType:
     return GpuArrayType("int64", (STATUS_WORDS,))
 
 
-def failure_code(key: Hashable, builder: Callable[[int, int, int], Exception]) -> int:
+def failure_code(key: Hashable, builder: Callable[..., Exception]) -> int:
     """The code of the failure ``key`` in this process's message table (1, 2, ...).
 
     Parameters
@@ -72,8 +73,9 @@ def failure_code(key: Hashable, builder: Callable[[int, int, int], Exception]) -
     key : hashable
         Names the message and everything ``builder`` depends on.
     builder : callable
-        ``builder(position, value, extra) -> Exception``, the host Op's
-        exception with its message; kept the first time ``key`` is seen.
+        ``builder(position, value, *extra) -> Exception`` (the numbers
+        :func:`record_failure` recorded, as ints), the host Op's exception
+        with its message; kept the first time ``key`` is seen.
 
     Returns
     -------
@@ -89,7 +91,7 @@ def failure_code(key: Hashable, builder: Callable[[int, int, int], Exception]) -
     return code
 
 
-def record_failure(status, bad, code: int, position, value, extra=0) -> None:
+def record_failure(status, bad, code: int, position, value, *extra) -> None:
     """Record a failure in ``status`` when ``bad`` is true, unless one was recorded before.
 
     Queued on CuPy's current stream; nothing is waited for and nothing is
@@ -102,14 +104,17 @@ def record_failure(status, bad, code: int, position, value, extra=0) -> None:
     code : int
         From :func:`failure_code`.
     position, value : cupy.ndarray, 0-d, integer (or int)
-    extra : cupy.ndarray, 0-d, or int
+    *extra : cupy.ndarray, 0-d, or int
+        At most three more numbers.
     """
     cp = cupy_module()
+    if len(extra) > _EXTRAS:
+        raise ValueError(f"record_failure: at most {_EXTRAS} more numbers, got {len(extra)}")
     first = bad & (status[_FLAG] == 0)
-    new = cp.zeros(4, dtype="int64")
+    new = cp.zeros(STATUS_WORDS - _CODE, dtype="int64")
     new[0] = code
-    for k, v in ((1, position), (2, value), (3, extra)):
-        new[k] = v
+    for k, v in enumerate((position, value) + extra):
+        new[k + 1] = v
     status[_CODE:] = cp.where(first, new, status[_CODE:])
     status[_FLAG:_FLAG + 1] = cp.where(bad, 1, status[_FLAG:_FLAG + 1])
 
@@ -130,7 +135,7 @@ def raise_recorded(record) -> None:
     code = int(record[_CODE])
     if not 0 < code <= len(_builders):
         raise IndexError("an index out of range, found by a kernel of the call on the GPU")
-    raise _builders[code - 1](int(record[_CODE + 1]), int(record[_CODE + 2]), int(record[_CODE + 3]))
+    raise _builders[code - 1](*(int(v) for v in record[_CODE + 1:]))
 
 
 class GpuCallStatus(Op):

@@ -31,7 +31,7 @@ def _as_text(value: int, unsigned: bool) -> str:
     return str(value % 2**64 if unsigned else value)
 
 
-def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=None):
+def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()):
     """``idx`` checked into ``[-n, n)`` (``wrap``) or ``[0, n)``, as int64 row numbers in ``[0, n)``.
 
     Parameters
@@ -43,13 +43,13 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=No
         The length indexed (a host value).
     key, builder
         The failure's entry in the message table (:func:`~.call_status.failure_code`);
-        ``builder(position, value, extra)`` gets the position of the first bad
-        index in C order of ``idx``, its value (the bits of a uint64 as an
-        int64) and ``extra``.
+        ``builder(position, value, n, *extra, ...)`` gets the position of the
+        first bad index in C order of ``idx``, its value (the bits of a
+        uint64 as an int64), ``n`` and ``extra`` (then zeros).
     wrap : bool
         Negative indices from ``-n`` wrap once, as in NumPy; else they are bad.
-    extra : int, optional
-        Recorded with the failure (default ``n``).
+    extra : tuple of int, optional
+        Recorded with the failure, after ``n`` (at most two).
 
     Returns
     -------
@@ -69,14 +69,13 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=No
     copy from the host.
     """
     cp = cupy_module()
-    extra = n if extra is None else extra
     unsigned = idx.dtype.kind == "u"
     rows = idx.astype("int64")
     if idx.size == 0:
         return rows
     if n == 0:
         raise_recorded(cp.asnumpy(status))
-        raise builder(0, int(rows.reshape(-1)[0].get()), extra)
+        raise builder(0, int(rows.reshape(-1)[0].get()), n, *extra, *(0,) * (2 - len(extra)))
     if unsigned:
         bad = idx >= n
     else:
@@ -84,7 +83,7 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=No
     flat_bad = bad.reshape(-1)
     position = flat_bad.astype("uint8").argmax()
     record_failure(status, flat_bad.any(), failure_code(key, builder), position,
-                   rows.reshape(-1)[position], extra)  # fmt: skip
+                   rows.reshape(-1)[position], n, *extra)  # fmt: skip
     rows = cp.where(bad, 0, rows)
     if wrap and not unsigned:
         rows = cp.where(rows < 0, rows + n, rows)
@@ -96,7 +95,7 @@ def row_index_error(verb: str, unsigned: bool):
     "scatter-add"): ``IndexError`` with the message of the scatter-add of rows
     (``BC_MSG_ROW_INDEX``), opening with ``verb``."""
 
-    def builder(position, value, n):
+    def builder(position, value, n, *unused):
         text = _msg("BC_MSG_ROW_INDEX", _as_text(value, unsigned), position, n)
         return IndexError(text.replace("scatter-add:", f"{verb}:", 1))
 

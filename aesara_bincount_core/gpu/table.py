@@ -43,6 +43,7 @@ __all__ = [
     "GpuTableOp",
     "NOTES",
     "TABLE",
+    "entry_checks",
     "gpu_entry",
     "gpu_problem",
     "note",
@@ -85,10 +86,10 @@ class GpuEntry:
     source : bool
         The node makes arrays from host values only (``Alloc``, ``Eye``): it
         is lifted when every user of its outputs is on the GPU.
-    checks : bool
-        The entry checks indices or values on the device: its Op takes the
-        call's status (:mod:`.call_status`) as a last input, and its closure
-        gets it as a last argument.
+    checks : bool or callable
+        The entry checks indices or values on the device (``checks(node)``:
+        for some nodes): its Op takes the call's status (:mod:`.call_status`)
+        as a last input, and its closure gets it as a last argument.
     host_outputs : tuple of int
         Outputs that stay host tensors (a shape computed from the inputs' shapes).
     build : callable or None
@@ -109,7 +110,7 @@ class GpuEntry:
     view_map: Optional[dict] = None
     trigger: Optional[Tuple[int, ...]] = None
     source: bool = False
-    checks: bool = False
+    checks: object = False
     host_outputs: Tuple[int, ...] = ()
     build: Optional[Callable] = None
 
@@ -190,6 +191,11 @@ def gpu_entry(op) -> Optional[GpuEntry]:
     return TABLE.get(type(op))
 
 
+def entry_checks(entry: GpuEntry, node) -> bool:
+    """Whether ``entry`` checks something of ``node`` on the device (it then takes the call's status)."""
+    return bool(entry.checks(node) if callable(entry.checks) else entry.checks)
+
+
 def _dtypes_problem(node) -> Optional[str]:
     for v in list(node.inputs) + list(node.outputs):
         dtype = getattr(v.type, "dtype", None)
@@ -235,13 +241,16 @@ class GpuTableOp(GpuTwin):
     gpu_inputs : tuple of int
         Positions of the inputs that are GPU arrays (the entry's
         ``host_inputs`` are the others).
+    status : bool, optional
+        The call's status is one more input, last, which the closure gets
+        as its last argument (an entry that ``checks``).
 
     Notes
     -----
     Inputs and outputs: those of ``host_op`` (dtypes, static shapes, shape
     inference), with GPU arrays at ``gpu_inputs`` and for every output but
-    the entry's ``host_outputs``; an entry that ``checks`` takes the call's
-    status (:mod:`.call_status`) as one more input, last, and records there
+    the entry's ``host_outputs``; with ``status``, the call's status
+    (:mod:`.call_status`) is one more input, last, where the closure records
     what its checks find, without a wait.
     The closure is built once per node (``funcify(host_op, node)``), on its
     first run.  An output whose dtype differs from the host Op's is cast;
@@ -256,11 +265,14 @@ class GpuTableOp(GpuTwin):
     raises (the same exception class), checked by the tests of each entry.
     """
 
-    __props__ = ("host_op", "gpu_inputs")
+    __props__ = ("host_op", "gpu_inputs", "status")
+    #: For Ops pickled before the prop existed.
+    status = False
 
-    def __init__(self, host_op, gpu_inputs: Sequence[int]):
+    def __init__(self, host_op, gpu_inputs: Sequence[int], status: bool = False):
         super().__init__(host_op)
         self.gpu_inputs = tuple(gpu_inputs)
+        self.status = bool(status)
         entry = gpu_entry(host_op)
         if entry is None or entry.funcify is None:
             raise TypeError(f"GpuTableOp: no funcify entry for {type(host_op).__name__}")
@@ -277,7 +289,7 @@ class GpuTableOp(GpuTwin):
     def make_node(self, *inputs):
         entry = self._entry
         status = []
-        if entry.checks:
+        if self.status:
             *inputs, last = inputs
             status = [last]
         node = super().make_node(*inputs)
@@ -290,7 +302,7 @@ class GpuTableOp(GpuTwin):
     def infer_shape(self, fgraph, node, shapes):
         if not hasattr(self.host_op, "infer_shape"):  # Nonzero: shapes known only when it runs
             raise ShapeError(f"{type(self.host_op).__name__} has no infer_shape")
-        if self._entry.checks:
+        if self.status:
             shapes = shapes[:-1]
         return self.host_op.infer_shape(fgraph, node, shapes)
 

@@ -36,8 +36,8 @@ def checked(status, idx, n: int, exc: type, message: str, wrap: bool = False):
     int64, each bad index replaced by 0 (:func:`~aesara_bincount_core.gpu.index_check.check_indices`).
     """
 
-    def builder(position, value, extra):
-        return exc(message.format(n=extra))
+    def builder(position, value, n, *unused):
+        return exc(message.format(n=n))
 
     return check_indices(status, idx, n, ("entry", exc, message, wrap), builder, wrap=wrap)
 
