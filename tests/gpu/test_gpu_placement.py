@@ -148,3 +148,21 @@ def test_a_failed_check_leaves_a_base_updated_in_place_as_it_was():
     with pytest.raises(IndexError, match="gather: index 9 at position 1"):
         f()
     assert_same(W.get_value(), expected)
+
+
+def test_the_report_gives_the_true_reason_of_each_copy():
+    x16 = gpu.shared(np.linspace(-1, 1, 6).reshape(2, 3).astype("float16"), name="x16")
+    x = gpu.shared(np.linspace(-1, 1, 6).reshape(2, 3), name="x")
+    host = at.dmatrix("host")
+    outs = [
+        at.special.softmax(x16, axis=-1) * 2,  # float16: refused by the entry, with its reason
+        x * at.extra_ops.fill_diagonal(host, 0.0),  # computed on the host (no entry), copied to the GPU
+    ]
+    f = aesara.function([host], outs)
+    text = io.StringIO()
+    reasons = {(t.direction, str(t.reason)) for t in gpu.report(f, file=text)}
+    assert ("GPU -> host", "Softmax refused: dtype float16 (the GPU entry takes float32, float64)") in reasons, text.getvalue()
+    assert ("host -> GPU", "no GPU entry for FillDiagonal") in reasons, text.getvalue()
+    value = np.arange(6.0).reshape(2, 3)
+    for got, expected in zip(f(value), aesara.function([host], outs, mode=CPU_MODE)(value)):
+        assert_same(got, expected, float_ulps=8)
