@@ -9,6 +9,7 @@ copy only for each host input, at the call's start), and give the CPU's
 values.  A bad index, checked on the device, raises the CPU graph's
 exception when the call ends and leaves the shared variables as they were.
 """
+import importlib.util
 import io
 import os
 import sys
@@ -16,7 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 from gpu_cases import AVAILABLE, EMULATED, WHY  # noqa: E402
 
@@ -40,34 +42,24 @@ def _no_copy_inside(f, args=(), host_inputs=0):
         assert (waits, d2h, h2d) == (1, 1, host_inputs), (waits, d2h, h2d, op_names(f))
 
 
-def logistic_regression(shared, form, n=8, d=5, k=3, seed=0):
-    """The minibatch logistic-regression step of issue 39: ``(step outputs, updates, errors, params)``.
-
-    ``form``: ``"constant"`` (``arange(batch_size)``, as DQN and Lasagne code
-    write it) or ``"shape"`` (``arange(y.shape[0])``, the deeplearning.net
-    tutorial's).
-    """
-    rng = np.random.default_rng(seed)
-    X = shared(rng.standard_normal((n, d)).astype("float32"), name="X")
-    y = shared(rng.integers(0, k, n).astype("int64"), name="y")
-    W = shared(np.zeros((d, k), "float32"), name="W")
-    b = shared(np.zeros(k, "float32"), name="b")
-    p = at.special.softmax(at.dot(X, W) + b, axis=-1)
-    rows = at.arange(n) if form == "constant" else at.arange(y.shape[0])
-    cost = -at.mean(at.log(p)[rows, y])
-    gW, gb = aesara.grad(cost, [W, b])
-    lr = np.float32(0.1)
-    errors = at.mean(at.neq(at.argmax(p, axis=1), y))
-    return [cost], [(W, W - lr * gW), (b, b - lr * gb)], errors, (W, b, y)
+def _logreg_step():
+    """``logreg_step`` of ``benchmarks/gpu_programs.py`` (the GPU benchmark times the same graph)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks", "gpu_programs.py")
+    spec = importlib.util.spec_from_file_location("_gpu_programs_39", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.logreg_step, module.LOGREG["small"]
 
 
 @pytest.mark.parametrize("form", ["constant", "shape"])
 def test_logistic_regression_step_and_errors(form):
-    g_out, g_upd, g_err, (W, b, y) = logistic_regression(gpu.shared, form)
-    h_out, h_upd, h_err, (hW, hb, hy) = logistic_regression(aesara.shared, form)
-    step = aesara.function([], g_out, updates=g_upd)
+    # issue 39's step: -mean(log(p)[arange(batch_size), y]), or arange(y.shape[0])
+    build, sizes = _logreg_step()
+    _, (g_cost, g_err), g_upd, (W, b, y) = build(gpu.shared, sizes, form=form)
+    _, (h_cost, h_err), h_upd, (hW, hb, hy) = build(aesara.shared, sizes, form=form)
+    step = aesara.function([], [g_cost], updates=g_upd)
     errors = aesara.function([], g_err)
-    ref = aesara.function([], h_out, updates=h_upd, mode=CPU_MODE)
+    ref = aesara.function([], [h_cost], updates=h_upd, mode=CPU_MODE)
     ref_errors = aesara.function([], h_err, mode=CPU_MODE)
     _no_copy_inside(step)
     _no_copy_inside(errors)
