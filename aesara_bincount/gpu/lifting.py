@@ -74,7 +74,7 @@ from aesara_bincount.gpu.rewriting import (
     _on_gpu,
     local_gpu_bincount,
     local_gpu_scatter_add_checked,
-    local_gpu_scatter_set,
+    local_gpu_scatter_set_checked,
 )
 from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
 from aesara_bincount_core.gpu.call_status import call_status
@@ -272,7 +272,8 @@ def lift_node(node, check_only: bool = False):
 #: bincount and scatter-add rewrites walk with them, so that the nodes after a
 #: ``GpuBincount`` see its GPU result.
 _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
-               local_gpu_scatter_add_checked, local_gpu_scatter_set, name="gpu_lift_walk")  # fmt: skip
+               local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
+               name="gpu_lift_walk")  # fmt: skip
 
 
 class GpuLift(GraphRewriter):
