@@ -73,7 +73,8 @@ class GpuAdvancedSubtensor1(GpuTwin):
     ``idx`` of shape ``(N,)`` (int8 ... uint64, any stride; a negative index
     wraps once, as in NumPy).  Output: a new C-contiguous GPU array of shape
     ``(N, *rest)``.  Waits once for CuPy's current stream (the index check,
-    see :func:`check_rows`); the copy of the rows is queued and not waited for.
+    see :func:`check_rows`), unless ``checked``; the copy of the rows is
+    queued and not waited for.
 
     Raises
     ------

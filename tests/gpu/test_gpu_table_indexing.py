@@ -63,7 +63,9 @@ def test_advanced_indexing_with_arrays_integers_and_slices():
     idx = gpu.shared(np.array([4, -1, 0, 4], dtype="int32"), name="idx")  # duplicates, a negative
     rows = gpu.shared(np.array([1, 3, 1], dtype="uint8"), name="rows")
     c = gpu.shared(RNG.standard_normal((3, 2, 3)), name="c")
+    mask = gpu.shared(np.array([True, False, True, True]), name="mask")
     outs = [
+        x[mask, 1],  # a boolean mask (CuPy counts it: one wait), an integer
         x[:, idx],  # a slice, then an array
         x[rows, 1:3],  # an array, then a slice that is not full
         x[2, idx, 1:],  # an integer, an array, a slice
@@ -86,6 +88,8 @@ def test_advanced_indexing_with_arrays_integers_and_slices():
     idx.set_value(np.array([1, 2, 3, -5], dtype="int32"))
     for got, expected in zip(f(), ref()):
         assert_same(got, expected)
+    mask.set_value(np.array([True, False, True]))  # a mask of another length
+    _raises_as_on_the_cpu(f, ref, (x, c))
 
 
 def test_linear_index_arange_make_vector_and_softmax_with_bias():

@@ -57,12 +57,13 @@ def _inc_subtensor_funcify(op, node):
 
 def _index_host_inputs(first):
     """Host inputs of an advanced index node whose indices start at ``first``: the slices,
-    ``None`` and integers of one element (the integer arrays go to the GPU)."""
+    ``None`` and integers of one element (the integer arrays and the masks go to the GPU)."""
 
     def host_inputs(node):
         return tuple(
             k for k in range(first, len(node.inputs))
-            if not isinstance(node.inputs[k].type, TensorType) or one_host_element(node.inputs[k])
+            if not isinstance(node.inputs[k].type, TensorType)
+            or (one_host_element(node.inputs[k]) and node.inputs[k].type.dtype != "bool")
         )  # fmt: skip
 
     return host_inputs
@@ -71,9 +72,9 @@ def _index_host_inputs(first):
 def _advanced_problem(first):
     def accepts(node):
         for v in node.inputs[first:]:
-            if isinstance(v.type, TensorType) and v.type.dtype == "bool":
-                return "boolean mask index (the length of the result would need a wait)"
-            if isinstance(v.type, TensorType) and v.type.dtype not in INDEX_DTYPES:
+            if isinstance(v.type, TensorType) and v.type.dtype == "bool" and (first == 2 or v.type.ndim == 0):
+                return "boolean mask index of an increment, or of no dimension"
+            if isinstance(v.type, TensorType) and v.type.dtype not in INDEX_DTYPES + ("bool",):
                 return f"index of dtype {v.type.dtype}"
         op = node.op
         if getattr(op, "set_instead_of_inc", False) or getattr(op, "ignore_duplicates", False):
@@ -101,6 +102,16 @@ def _advanced_key(x, indices, status):
             continue
         if isinstance(v, slice):
             key.append(_basic(v))
+        elif getattr(v, "dtype", None) == "bool" and v.ndim > 0:  # a mask: its axes, as they are
+            for k, length in enumerate(v.shape):
+                if length != x.shape[axis + k]:
+                    raise IndexError(
+                        f"boolean index did not match indexed array along dimension {axis + k}; "
+                        f"dimension is {x.shape[axis + k]} but corresponding boolean dimension is {length}"
+                    )
+            key.append(v)
+            axis += v.ndim
+            continue
         elif isinstance(v, CupyArray):
             k, builder = _axis_error(v.dtype.kind == "u")
             key.append(check_indices(status, v, x.shape[axis], k, builder, extra=(axis,)))
@@ -117,8 +128,9 @@ def _advanced_key(x, indices, status):
     AdvancedSubtensor, family="subtensor", cupy="cupy.ndarray.__getitem__ (advanced indexing)",
     host_inputs=_index_host_inputs(1), accepts=_advanced_problem(1), checks=True,
     accepts_text="any GPU dtype; any mix of integer arrays (int8 ... uint64, checked on the device), "
-    "integers, slices and None; boolean masks stay on the host",
-    outputs="a new array (CuPy's advanced indexing, NumPy's rules for the order of the axes)",
+    "boolean masks (CuPy counts them: one wait), integers, slices and None",
+    outputs="a new array (CuPy's advanced indexing, NumPy's rules for the order of the axes); "
+    "waits once with a boolean mask (the length of the result)",
 )  # fmt: skip
 def _advanced_subtensor_funcify(op, node):
     def advanced_subtensor(x, *indices):

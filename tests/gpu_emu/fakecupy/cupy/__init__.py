@@ -231,6 +231,9 @@ class ndarray:
         return method
 
     def __getitem__(self, key):
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, ndarray) and k.dtype == _np.bool_ and k.ndim > 0 for k in parts):
+            counters["sync"] += 1  # CuPy reads the count of a mask back
         return _wrap(self._a[_unwrap(key, False)], self._device)
 
     def __setitem__(self, key, value):
