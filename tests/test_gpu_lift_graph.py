@@ -143,3 +143,17 @@ def test_checks_write_one_call_status_that_the_end_of_the_call_reads():
     assert use_call_status(inner, outer_status)
     assert not any(isinstance(n.op, GpuCallStatus) for n in inner.apply_nodes)
     assert any(outer_status in n.inputs for n in inner.apply_nodes)
+
+
+def test_multi_index_gather_of_data_the_lifting_put_on_the_gpu():
+    # issue 39: dot(X, W) is on the GPU only once lifted; the multi-index
+    # gather walks with the lifting and sees it (DQN's q_vals[arange(n), a])
+    X, W = gpu_matrix(dtype="float32", name="X"), gpu_matrix(dtype="float32", name="W")
+    a = GpuArrayType("int32", shape=(None,))("a")
+    out = at.dot(X, W)[at.arange(a.shape[0]), a]
+    fg = rewrite(out, [X, W, a])
+    names = op_names(fg)
+    assert "GpuAdvancedSubtensor1" in names and "AdvancedSubtensor" not in names, names
+    assert any(type(n.op).__name__ == "GpuTableOp" and type(n.op.host_op).__name__ == "LinearIndex"
+               for n in fg.toposort()), names  # fmt: skip
+    assert "ARange" not in names and not transfers_inside(fg) and "GpuFromHost" not in names, names
