@@ -69,6 +69,10 @@ def _index_host_inputs(first):
     return host_inputs
 
 
+#: The dtypes CuPy 13's scatter-add takes (its atomics), float16 aside (the table's rule).
+_SCATTER_ADD_DTYPES = ("int32", "uint32", "uint64", "float32", "float64")
+
+
 def _advanced_problem(first):
     def accepts(node):
         for v in node.inputs[first:]:
@@ -79,6 +83,9 @@ def _advanced_problem(first):
         op = node.op
         if getattr(op, "set_instead_of_inc", False) or getattr(op, "ignore_duplicates", False):
             return "set (or inc ignoring duplicates): which duplicate wins is not defined on the GPU"
+        if first == 2 and node.outputs[0].type.dtype not in _SCATTER_ADD_DTYPES:
+            return (f"dtype {node.outputs[0].type.dtype} (cupyx.scatter_add takes "
+                    f"{', '.join(_SCATTER_ADD_DTYPES)})")  # fmt: skip
         return None
 
     return accepts
@@ -145,8 +152,9 @@ def _advanced_subtensor_funcify(op, node):
 @register(
     AdvancedIncSubtensor, family="subtensor", cupy="cupy.ndarray.copy, then cupyx.scatter_add",
     host_inputs=_index_host_inputs(2), accepts=_advanced_problem(2), checks=True,
-    accepts_text="any GPU dtype; inc (np.add.at: duplicates add up) with any mix of integer arrays "
-    "(checked on the device), integers, slices and None; set and ignore_duplicates stay on the host",
+    accepts_text="int32, uint32, uint64, float32, float64 (CuPy's atomics); inc (np.add.at: duplicates "
+    "add up) with any mix of integer arrays (checked on the device), integers, slices and None; set and "
+    "ignore_duplicates stay on the host",
     outputs="a new array (x is never overwritten); float sums of duplicates in any order (atomics)",
 )  # fmt: skip
 def _advanced_inc_subtensor_funcify(op, node):
