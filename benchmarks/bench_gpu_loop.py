@@ -30,9 +30,11 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     and in CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
     The sparse step's time should not follow V (the two rows), the dense
     step's does.
-``mlp step``, ``kmeans step``
+``mlp step``, ``kmeans step``, ``logreg step``
     Issue 29's programs (``gpu_programs.py``): an MLP classifier's SGD step
-    and a k-means step, on GPU shared variables, against the same graphs on
+    and a k-means step, and issue 39's minibatch logistic regression
+    (``log(p)[arange(batch_size), y]``, a batch of 4,096 MNIST-sized rows;
+    ``--small``: 8), on GPU shared variables, against the same graphs on
     host shared variables (``CPU graph ms``).
 
 Timing: wall-clock milliseconds of one call followed by a synchronization of

@@ -25,6 +25,7 @@ SOURCES = [
     os.path.join(C_CODE, "cuda/bincount_kernels.cu"),
     os.path.join(C_CODE, "cuda/scatter_add_kernels.cu"),
     os.path.join(C_CODE, "cuda/scatter_set_kernels.cu"),
+    os.path.join(C_CODE, "cuda/call_check_kernels.cu"),
     # generated kernels are built with these when they are first loaded
     os.path.join(HERE, "generated_emu.cc"),
     os.path.join(C_CODE, "cuda/elemwise.cuh"),
