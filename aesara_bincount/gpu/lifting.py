@@ -206,8 +206,20 @@ def local_gpu_lift_elemwise(fgraph, node):
 
 #: The walk: the GPU bincount and scatter-add rewrites walk with the
 #: lifters, so that the nodes after a ``GpuBincount`` see its GPU result.
-_walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set,
-               name="gpu_lift_walk")
+#: Issue 39 (scan): made from LIFTERS when the pass first runs, so that the
+#: lifters of modules imported after this one (``aesara_bincount.gpu.scan``)
+#: walk too; see :func:`_the_walk`.
+_walk = None
+
+
+def _the_walk():
+    """The walk over the lifters registered so far (made again when one was added)."""
+    global _walk
+    if _walk is None or _walk.n_lifters != len(LIFTERS):
+        _walk = in2out(*LIFTERS, local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set,
+                       name="gpu_lift_walk")
+        _walk.n_lifters = len(LIFTERS)
+    return _walk
 #: The sources (Alloc, Eye...) whose users all run on the GPU.
 _sources = in2out(local_gpu_lift_source, name="gpu_lift_sources")
 
@@ -224,7 +236,7 @@ class GpuLift(GraphRewriter):
 
     def add_requirements(self, fgraph):
         _fusion.add_requirements(fgraph)
-        _walk.add_requirements(fgraph)
+        _the_walk().add_requirements(fgraph)
         _sources.add_requirements(fgraph)
 
     def apply(self, fgraph):
@@ -232,9 +244,9 @@ class GpuLift(GraphRewriter):
             return
         if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
             _fusion.apply(fgraph)
-        _walk.apply(fgraph)
+        _the_walk().apply(fgraph)
         _sources.apply(fgraph)
-        _walk.apply(fgraph)
+        _the_walk().apply(fgraph)
 
 
 _fusion = FusionOptimizer(local_elemwise_fusion)

@@ -11,13 +11,14 @@ same indices and raise the same ``IndexError``; the rows are then taken with
 :mod:`.reduction`; the rewrite is :mod:`aesara_bincount.gpu.lifting`.
 """
 from aesara_bincount_core.cuda import launcher, modules, sources
+from aesara_bincount_core.gpu import deferred_checks
 from aesara_bincount_core.gpu.twin import GpuTwin
 from aesara_bincount_core.gpu.type import cupy_module
 
 __all__ = ["GpuAdvancedSubtensor1", "check_rows"]
 
 
-def check_rows(idx, nrows: int, verb: str = "gather") -> None:
+def check_rows(idx, nrows: int, verb: str = "gather", may_defer: bool = False) -> None:
     """Raise ``IndexError`` unless every entry of ``idx`` is in ``[-nrows, nrows)``.
 
     Parameters
@@ -26,6 +27,12 @@ def check_rows(idx, nrows: int, verb: str = "gather") -> None:
     nrows : int
     verb : str
         The word the message opens with (``"gather"``, ``"scatter-set"``).
+    may_defer : bool
+        The caller's work stays inside its arrays with bad indices (CuPy's
+        ``take`` wraps them): inside a
+        :func:`~aesara_bincount_core.gpu.deferred_checks.deferred` block (a
+        scan's loop) the check is then read later, with the others, and its
+        message names the position of the first bad index but not its value.
 
     Raises
     ------
@@ -40,9 +47,17 @@ def check_rows(idx, nrows: int, verb: str = "gather") -> None:
 
     Notes
     -----
-    Waits once for CuPy's current stream (the kernel's status is read back).
+    Waits once for CuPy's current stream (the kernel's status is read back),
+    unless deferred (``may_defer``).
     """
     if idx.shape[0] == 0:
+        return
+    if may_defer and deferred_checks.active():  # issue 39: no wait per scan step
+        bad = idx >= nrows
+        if idx.dtype.kind == "i":
+            bad |= idx < -nrows
+        message = f"{verb}: index at position {{}} is out of bounds for axis 0 with size {nrows}"
+        deferred_checks.record(bad.any(), IndexError, message, detail=bad.argmax())
         return
     # The checking kernel depends on the index dtype only; the module's
     # adding kernel of float64 rows is named because the handle pair needs one.
@@ -83,7 +98,7 @@ class GpuAdvancedSubtensor1(GpuTwin):
 
     def perform(self, node, inputs, output_storage, params=None):
         x, idx = inputs
-        check_rows(idx, x.shape[0])
+        check_rows(idx, x.shape[0], may_defer=True)
         if idx.dtype.name == "uint64":
             idx = idx.astype("int64")  # every entry is below x.shape[0] now
         output_storage[0][0] = x.take(idx, axis=0)

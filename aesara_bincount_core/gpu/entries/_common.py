@@ -4,6 +4,7 @@ Nothing here registers an entry.
 """
 from typing import Optional
 
+from aesara_bincount_core.gpu import deferred_checks
 from aesara_bincount_core.gpu.type import _is_cupy, cupy_module
 
 __all__ = ["FLOATS", "check_range", "dtype_problem", "from_gpu", "host_scalar", "one_host_element"]
@@ -30,7 +31,9 @@ def host_scalar(value):
 def check_range(idx, low: int, high: int, exc: type, message: str) -> None:
     """Raise ``exc(message)`` unless every entry of the GPU array ``idx`` is in ``[low, high)``.
 
-    Waits once for CuPy's current stream (the answer is read back).
+    Waits once for CuPy's current stream (the answer is read back), unless
+    inside a :func:`~aesara_bincount_core.gpu.deferred_checks.deferred` block
+    (a scan's loop), which reads it later with the others.
     """
     if idx.size == 0:
         return
@@ -38,6 +41,8 @@ def check_range(idx, low: int, high: int, exc: type, message: str) -> None:
     bad = idx >= high
     if idx.dtype.kind == "i":
         bad |= idx < low
+    if deferred_checks.record(bad.any(), exc, message):  # issue 39: no wait per scan step
+        return
     if bool(cp.asnumpy(bad.any())):
         raise exc(message)
 
