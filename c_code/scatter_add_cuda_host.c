@@ -9,6 +9,8 @@
  *                                                          // shape, a numpy vector
  *                                       PyObject *inc,     // cupy.ndarray
  *                                       PyObject *idx,     // cupy.ndarray (N,)
+ *                                       [PyObject *status, // with SA_CALL_STATUS: the
+ *                                                          // call's status, idx checked]
  *                                       PyObject **out);   // cupy.ndarray (V, *rest)
  *
  * It computes what ScatterAdd's scatter_add_cpu.c computes, with the same
@@ -35,7 +37,11 @@
  *     otherwise copied into a C-contiguous (N, *rest) array first.
  *   - idx: any stride.
  *
- * The Op passes, as macros: SA_ONTO_ZEROS, SA_INPLACE, SA_IDX_SIGNED,
+ * With SA_CALL_STATUS, idx holds int64 rows already checked into [0, V) and
+ * the kernels use the call's status (aesara_bincount_core/gpu/call_status.py):
+ * no wait (scatter_add_cuda_launch.h, step 1b).
+ *
+ * The Op passes, as macros: SA_ONTO_ZEROS, SA_INPLACE, SA_CALL_STATUS, SA_IDX_SIGNED,
  * SA_IDX_DTYPE_NAME, SA_OUT_DTYPE_NAME, SA_CHECK_KERNEL and SA_ADD_KERNEL
  * (kernel names), SA_ADD_DET (1 when the adding kernel is the deterministic
  * one, which takes dynamic shared memory).  No NumPy C-API call is made but
@@ -58,6 +64,7 @@
 #define SA_CHECK_KERNEL "scatter_rows_check_i64"
 #define SA_ADD_KERNEL "scatter_rows_add_i64_f64"
 #define SA_ADD_DET 0
+#define SA_CALL_STATUS 0
 #endif
 
 #include "bincount_common.h"
@@ -266,6 +273,9 @@ static PyObject *APPLY_SPECIFIC(sa_new_array)(int ndim, const npy_intp *dims, Py
 }
 
 int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObject *idx_in,
+#if SA_CALL_STATUS
+                                    PyObject *status_in,
+#endif
                                     PyObject **out)
 {
     const npy_intp itemsize = ITEMSIZE_OUTPUT_0;
@@ -392,6 +402,14 @@ int APPLY_SPECIFIC(gpu_scatter_add)(SA_BASE_T *base_in, PyObject *inc_in, PyObje
     c.nrows = (long long)base.dims[0];
     c.row_size = (long long)row_size;
     c.stream = (bc_CUstream)(size_t)stream;
+#if SA_CALL_STATUS
+    {
+        bc_gpuarray_info st;
+        if (bc_gpuarray_info_of(status_in, "the call's status", &st) != 0)
+            goto done;
+        c.call_status = st.ptr;
+    }
+#endif
     host.ctx = NULL;
     bc_host_cupy(&host);
 

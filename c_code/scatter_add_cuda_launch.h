@@ -39,6 +39,13 @@
  *      the rows idx names to -0.0 (a warp per index), scatter_rows_wide_<idx>_f32
  *      replaces the adding kernel and scatter_rows_finish_<idx>_f32 (a warp
  *      per index) follows it, both skipped on a bad index.
+ *   1b. With the call's status (c->call_status, the indices checked before
+ *      by the caller): the same kernels, reading and writing the call's
+ *      status in place of the zeroed one of step 1, so that the adds skip
+ *      their work when any check of the call failed before them (an in-place
+ *      base is left as it was); no read-back and no wait: the call reads its
+ *      status once, when it ends.  The scratch goes back to the caller's
+ *      stream-ordered pool (CuPy's) once the kernels are queued.
  *   2. One wait for the stream, the only one of a call (bc_cuda_read_back_then;
  *      the Op lets other Python threads run meanwhile): the GPU goes from
  *      the check to the adds without waiting for the host.  A bad index is
@@ -107,6 +114,11 @@ typedef struct bc_rows_call {
     long long row_size; /* D */
     int check_only;     /* 1: check the indices, add nothing */
     bc_CUstream stream;
+    /* 0, or the call's status (aesara_bincount_core/gpu/call_status.py), whose
+     * first 32 bytes are a bc_status: the indices were checked before (int64
+     * rows in [0, nrows)), the kernels read and write this status instead of
+     * one of their own, and nothing is read back (no wait; see step 1b). */
+    bc_CUdeviceptr call_status;
 } bc_rows_call;
 
 /* Geometry of the two launches. */
@@ -303,7 +315,7 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
             return -1;
     }
     wide = scratch > 0 && owners == 0; /* the float64 scratch of float32 rows */
-    status_ptr = buf_ptr + (bc_CUdeviceptr)scratch * 8u;
+    status_ptr = c->call_status != 0 ? c->call_status : buf_ptr + (bc_CUdeviceptr)scratch * 8u;
     p = bc_cuda_rows_params(c, &plan, status_ptr);
     /* With the scratch, the checking kernel and the finish kernel take a warp
      * per index (the scratch rows idx names). */
@@ -360,14 +372,27 @@ static int bc_cuda_scatter_rows(const bc_cuda_api *api, const bc_rows_call *c,
             n_then++;
         }
     }
-    rc = bc_cuda_check(api,
-                       api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
-                       "cuMemsetD32Async", err);
+    rc = c->call_status != 0
+             ? 0
+             : bc_cuda_check(api,
+                             api->MemsetD32Async(status_ptr, 0, BC_CUDA_STATUS_BYTES / 4, c->stream),
+                             "cuMemsetD32Async", err);
     if (rc == 0)
         rc = bc_cuda_check(api,
                            api->LaunchKernel(k->check, (unsigned)plan.check_blocks, 1, 1,
                                              BC_CUDA_THREADS, 1, 1, 0, c->stream, args, NULL),
                            "cuLaunchKernel(index check)", err);
+    /* 1b. With the call's status: the kernels queued, no wait. */
+    if (c->call_status != 0) {
+        for (stage = 0; stage < n_then && rc == 0; stage++)
+            rc = bc_cuda_check(api,
+                               api->LaunchKernel(then[stage].func, then[stage].blocks, 1, 1,
+                                                 BC_CUDA_THREADS, 1, 1, then[stage].shared_bytes,
+                                                 c->stream, then[stage].args, NULL),
+                               then[stage].what, err);
+        host->release(host->ctx, buf); /* stream-ordered: reused only after these kernels */
+        return rc != 0 ? -1 : 0;
+    }
     /* 2. The one wait. */
     if (rc == 0)
         rc = bc_cuda_read_back_then(api, host, c->stream, status_ptr, &status, sizeof(status),

@@ -51,6 +51,8 @@ from aesara.tensor.shape import Shape, Shape_i
 
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
+from aesara_bincount_core.gpu.call_status import GpuCallStatus
+from aesara_bincount_core.gpu.index_check import GpuIndexCheck
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
@@ -62,6 +64,7 @@ from aesara_bincount_core.scatter_set import ScatterSet
 __all__ = [
     "local_gpu_bincount",
     "local_gpu_scatter_add",
+    "local_gpu_scatter_add_checked",
     "local_gpu_transfer_round_trip",
     "local_gpu_bincount_to_host",
 ]
@@ -153,6 +156,32 @@ def _shape_of_gpu_array(shape, limit: int = 64) -> bool:
     return False
 
 
+def _gpu_scatter_add(node, call_status: bool):
+    """``node`` (a ``ScatterAdd``) on the GPU when its data is there, else None (see below)."""
+    op = node.op
+    if type(op) is not ScatterAdd:
+        return None
+    base, increments, idx = node.inputs
+    if op.onto == "base":
+        if _from_gpu(base) is None:
+            return None
+        base = _on_gpu(base)
+    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base):
+        return None
+    old = node.outputs[0]
+    idx = _on_gpu(idx)
+    if call_status:
+        rows = Shape_i(0)(base) if op.onto == "base" else base[0]
+        status = [GpuCallStatus()()]
+        idx = GpuIndexCheck("scatter-add")(idx, rows, status[0])
+    else:
+        status = []
+    new = GpuScatterAdd(op.onto, inplace=op.inplace, call_status=call_status)(
+        base, _on_gpu(increments), idx, *status
+    )
+    return replacement_for(old, host_from_gpu(new))
+
+
 @node_rewriter([ScatterAdd])
 def local_gpu_scatter_add(fgraph, node):
     """Replace ``ScatterAdd`` of GPU data by ``HostFromGpu(GpuScatterAdd(...))``.
@@ -160,22 +189,18 @@ def local_gpu_scatter_add(fgraph, node):
     ``onto="base"``: when the base is ``HostFromGpu(g)``; ``onto="zeros"``:
     when the increments are, or when the shape of the zeros is that of a GPU
     array (:func:`_shape_of_gpu_array`).  The other arrays go to the GPU (``_on_gpu``);
-    the shape of a zero-filled base stays on the host.
+    the shape of a zero-filled base stays on the host.  The Op checks its
+    indices itself, with a wait.
     """
-    op = node.op
-    if type(op) is not ScatterAdd:
-        return False
-    base, increments, idx = node.inputs
-    if op.onto == "base":
-        if _from_gpu(base) is None:
-            return False
-        base = _on_gpu(base)
-    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base):
-        return False
-    old = node.outputs[0]
-    new = GpuScatterAdd(op.onto, inplace=op.inplace)(base, _on_gpu(increments), _on_gpu(idx))
-    out = host_from_gpu(new)
-    return replacement_for(old, out)
+    return _gpu_scatter_add(node, call_status=False) or False
+
+
+@node_rewriter([ScatterAdd])
+def local_gpu_scatter_add_checked(fgraph, node):
+    """:func:`local_gpu_scatter_add` as the lifting pass does it: the indices
+    checked on the device (``GpuIndexCheck``) and the Op on the call's status,
+    with no wait (a bad index is raised when the call ends)."""
+    return _gpu_scatter_add(node, call_status=True) or False
 
 
 @node_rewriter([ScatterSet])

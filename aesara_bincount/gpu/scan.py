@@ -26,6 +26,13 @@ kernels take as an argument, an integer count) stay on the host.  A
 stacked result (nit-sot) that the inner graph computes on the GPU is
 stacked on the GPU.  A ``while`` loop's condition stays on the host.
 
+The checks of the inner GPU Ops write into the call's status
+(:mod:`aesara_bincount_core.gpu.call_status`): the status the rewritten
+inner graph makes becomes one more non-sequence of the loop, fed by the
+status of the call that runs it, so that the steps neither make a status
+nor read one; the call reads it once, at its end (``GpuCallEnd``, which
+runs after the loop).
+
 A Scan that stays on the host gives its reason to :func:`scan_problem`,
 which :func:`aesara_bincount.gpu.report` prints.
 """
@@ -42,6 +49,7 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount.gpu.lifting import _lifter, _to_gpu, _to_host
 from aesara_bincount.gpu.rewriting import _from_gpu
+from aesara_bincount_core.gpu.call_status import GpuCallStatus, call_status, status_type
 from aesara_bincount_core.gpu.scan import GpuScan
 from aesara_bincount_core.gpu.transfer import GpuFromHost, host_from_gpu
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
@@ -145,9 +153,22 @@ def _wanted(fgraph, node, slots, on_gpu: Set[int]) -> Set[int]:
     return wanted
 
 
+def _status_as_input(fgraph, info):
+    """The call's status of the inner graph as its last non-sequence; the new info, and
+    the outer variable that feeds it (None when no inner Op checks anything)."""
+    statuses = [n.outputs[0] for n in fgraph.apply_nodes if isinstance(n.op, GpuCallStatus)]
+    if not statuses:
+        return info, None
+    inner = status_type()(name="call_status")
+    fgraph.add_input(inner)
+    fgraph.replace_all([(s, inner) for s in statuses], reason="gpu_scan_call_status")
+    return dataclasses.replace(info, n_non_seqs=info.n_non_seqs + 1), call_status()
+
+
 def _gpu_scan(node, slots, on_gpu: Set[int], fgraph):
     """The GpuScan node's outputs, as host tensors of the Scan's output types."""
-    op, info = node.op, node.op.info
+    op = node.op
+    info, status = _status_as_input(fgraph, op.info)
     outputs = list(fgraph.outputs)
     first_nit_sot = info.n_mit_mot_outs + info.n_mit_sot + info.n_sit_sot
     for k in range(first_nit_sot, first_nit_sot + info.n_nit_sot):
@@ -158,7 +179,7 @@ def _gpu_scan(node, slots, on_gpu: Set[int], fgraph):
         list(fgraph.inputs), outputs, info, mode=op.mode, truncate_gradient=op.truncate_gradient,
         name=op.name, profile=op.profile, allow_gc=op.allow_gc, strict=op.strict,
     )  # fmt: skip
-    outer = list(node.inputs)
+    outer = list(node.inputs) + ([] if status is None else [status])
     for s in on_gpu:
         outer[slots[s].outer] = _to_gpu(outer[slots[s].outer])
     return _to_host(node.outputs, new_op(*outer, return_list=True))

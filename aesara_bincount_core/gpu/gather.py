@@ -11,14 +11,13 @@ same indices and raise the same ``IndexError``; the rows are then taken with
 :mod:`.reduction`; the rewrite is :mod:`aesara_bincount.gpu.lifting`.
 """
 from aesara_bincount_core.cuda import launcher, modules, sources
-from aesara_bincount_core.gpu import deferred_checks
 from aesara_bincount_core.gpu.twin import GpuTwin
 from aesara_bincount_core.gpu.type import cupy_module
 
 __all__ = ["GpuAdvancedSubtensor1", "check_rows"]
 
 
-def check_rows(idx, nrows: int, verb: str = "gather", may_defer: bool = False) -> None:
+def check_rows(idx, nrows: int, verb: str = "gather") -> None:
     """Raise ``IndexError`` unless every entry of ``idx`` is in ``[-nrows, nrows)``.
 
     Parameters
@@ -27,12 +26,6 @@ def check_rows(idx, nrows: int, verb: str = "gather", may_defer: bool = False) -
     nrows : int
     verb : str
         The word the message opens with (``"gather"``, ``"scatter-set"``).
-    may_defer : bool
-        The caller's work stays inside its arrays with bad indices (CuPy's
-        ``take`` wraps them): inside a
-        :func:`~aesara_bincount_core.gpu.deferred_checks.deferred` block (a
-        scan's loop) the check is then read later, with the others, and its
-        message names the position of the first bad index but not its value.
 
     Raises
     ------
@@ -47,17 +40,9 @@ def check_rows(idx, nrows: int, verb: str = "gather", may_defer: bool = False) -
 
     Notes
     -----
-    Waits once for CuPy's current stream (the kernel's status is read back),
-    unless deferred (``may_defer``).
+    Waits once for CuPy's current stream (the kernel's status is read back).
     """
     if idx.shape[0] == 0:
-        return
-    if may_defer and deferred_checks.active():  # issue 39: no wait per scan step
-        bad = idx >= nrows
-        if idx.dtype.kind == "i":
-            bad |= idx < -nrows
-        message = f"{verb}: index at position {{}} is out of bounds for axis 0 with size {nrows}"
-        deferred_checks.record(bad.any(), IndexError, message, detail=bad.argmax())
         return
     # The checking kernel depends on the index dtype only; the module's
     # adding kernel of float64 rows is named because the handle pair needs one.
@@ -75,6 +60,12 @@ class GpuAdvancedSubtensor1(GpuTwin):
     Parameters
     ----------
     host_op : aesara.tensor.subtensor.AdvancedSubtensor1
+    checked : bool, optional
+        ``idx`` is already checked: int64 rows in ``[0, V)`` that a
+        :class:`~aesara_bincount_core.gpu.index_check.GpuIndexCheck` gave
+        (the lifting pass builds the gather so, and the call reads the
+        check's status when it ends); the gather then only takes the rows,
+        with no wait.
 
     Notes
     -----
@@ -93,12 +84,25 @@ class GpuAdvancedSubtensor1(GpuTwin):
         When the function is compiled without a usable GPU.
     """
 
+    __props__ = ("host_op", "checked")
     gpu_inputs = (0, 1)
     cpu_verb = "gather"
+    #: For Ops pickled before the prop existed.
+    checked = False
+
+    def __init__(self, host_op, checked: bool = False):
+        super().__init__(host_op)
+        self.checked = bool(checked)
+
+    def __str__(self):
+        return "GpuAdvancedSubtensor1{checked}" if self.checked else "GpuAdvancedSubtensor1"
 
     def perform(self, node, inputs, output_storage, params=None):
         x, idx = inputs
-        check_rows(idx, x.shape[0], may_defer=True)
+        if self.checked:
+            output_storage[0][0] = x.take(idx, axis=0)
+            return
+        check_rows(idx, x.shape[0])
         if idx.dtype.name == "uint64":
             idx = idx.astype("int64")  # every entry is below x.shape[0] now
         output_storage[0][0] = x.take(idx, axis=0)

@@ -14,10 +14,12 @@ outputs.  Nothing in the loop waits for the device, except:
   C code of ``GpuBincount`` and ``GpuScatterAdd``, which check their
   indices at each call).
 
-The index and value checks of the table's Ops (the gather's rows, the
-cross-entropy's classes) run inside a
-:func:`~aesara_bincount_core.gpu.deferred_checks.deferred` block: all the
-steps' flags are read back once, when the loop ends.
+The index and value checks of the inner GPU Ops (the gather's rows, the
+cross-entropy's classes, the scatter-add of rows) write into the call's
+status (:mod:`aesara_bincount_core.gpu.call_status`), which the rewrite
+passes to the loop as a non-sequence: every step writes into the status of
+the call that runs the loop, which the call reads once, at its end, with
+its results (``GpuCallEnd``).
 """
 from typing import List
 
@@ -26,7 +28,6 @@ from aesara.link.utils import raise_with_op
 from aesara.scan.op import Scan
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core.gpu import deferred_checks
 from aesara_bincount_core.gpu.type import GpuArrayType, _is_cupy, cupy_module
 
 __all__ = ["GpuScan"]
@@ -80,12 +81,12 @@ class GpuScan(Scan):
     Raises
     ------
     IndexError
-        A negative number of steps, as ``Scan``; an index checked by an
-        inner Op (the gather), after the loop.
+        A negative number of steps, as ``Scan``.
     ValueError
         A sequence shorter than the number of steps, as ``Scan``; a step
-        whose result has another shape than the first step's; a value
-        checked by an inner Op (the cross-entropy's classes), after the loop.
+        whose result has another shape than the first step's.  The failed
+        checks of the inner Ops (a bad index) are raised by the call, when
+        it reads its status at its end.
     Exception
         Whatever an inner Op raises, with the inner node named (Aesara's
         ``raise_with_op``).  The inputs and shared variables are left as
@@ -144,18 +145,17 @@ class GpuScan(Scan):
         pos = [(-m) % s if s else 0 for m, s in zip(self.mintaps, store)]
         step = 0
         try:
-            with deferred_checks.deferred():
-                while step < n_steps:
-                    self._feed(seqs, bufs, shared, ins, outs, pos, store, step)
-                    try:
-                        fn.vm()
-                    except Exception:
-                        self._raise_inner(fn)
-                    stop = self._collect(node, bufs, shared, ins, outs, pos, store, step)
-                    pos = [(p + 1) % s if s else 0 for p, s in zip(pos, store)]
-                    step += 1
-                    if stop:
-                        break
+            while step < n_steps:
+                self._feed(seqs, bufs, shared, ins, outs, pos, store, step)
+                try:
+                    fn.vm()
+                except Exception:
+                    self._raise_inner(fn)
+                stop = self._collect(node, bufs, shared, ins, outs, pos, store, step)
+                pos = [(p + 1) % s if s else 0 for p, s in zip(pos, store)]
+                step += 1
+                if stop:
+                    break
         finally:
             for cell in ins + outs:
                 cell[0] = None

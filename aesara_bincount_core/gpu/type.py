@@ -22,6 +22,7 @@ from aesara.graph.basic import Variable
 from aesara.graph.type import HasDataType, HasShape
 from aesara.link.c.type import CType
 from aesara.tensor.basic import transfer
+from aesara.tensor.shape import specify_shape
 from aesara.tensor.type import TensorType, dtype_specs_map
 
 from aesara_bincount_core import _c_code
@@ -214,7 +215,19 @@ class GpuArrayType(CType, HasDataType, HasShape):
                 return converted
         raise TypeError(f"Cannot convert Type {other.type} (of Variable {other}) into Type {self}.")
 
+    def in_same_class(self, otype) -> bool:
+        """Whether ``otype`` is a GPU type of the same dtype and the same static
+        1s (Aesara's ``TensorType.in_same_class``): what an update of a GPU
+        shared variable, or a ``givens`` replacement, may have."""
+        return (
+            isinstance(otype, GpuArrayType)
+            and otype.dtype == self.dtype
+            and otype.broadcastable == self.broadcastable
+        )
+
     def is_super(self, otype) -> bool:
+        """Whether ``otype`` is this type or a more precise one (each static
+        length equal, or unknown here)."""
         return (
             isinstance(otype, GpuArrayType)
             and otype.dtype == self.dtype
@@ -223,8 +236,18 @@ class GpuArrayType(CType, HasDataType, HasShape):
         )
 
     def convert_variable(self, var):
+        """``var`` as a variable of this type, or None.
+
+        ``var`` itself when its type is as precise (:meth:`is_super`); a GPU
+        variable of a less precise static shape gets it through
+        ``specify_shape`` (checked when the function runs, as Aesara's
+        ``TensorType.convert_variable`` does); a host tensor of the same dtype
+        and number of dimensions is copied to the GPU (``GpuFromHost``).
+        """
         if self.is_super(var.type):
             return var
+        if isinstance(var.type, GpuArrayType) and var.type.dtype == self.dtype and var.type.ndim == self.ndim:
+            var = specify_shape(var, self.shape)  # the host Op, which the lifting puts back on the GPU
         if (
             isinstance(var.type, TensorType)
             and var.type.dtype == self.dtype
