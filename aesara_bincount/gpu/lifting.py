@@ -68,7 +68,7 @@ from aesara.tensor.shape import Shape, Shape_i
 from aesara.tensor.type import TensorType
 
 from aesara_bincount.gpu.multi_gather import local_gpu_multi_index_gather_lifted
-from aesara_bincount.gpu.placement import place_host_values
+from aesara_bincount.gpu.placement import gpu_constant, place_host_values
 from aesara_bincount.gpu.rewriting import (
     _from_gpu,
     _on_gpu,
@@ -79,10 +79,8 @@ from aesara_bincount.gpu.rewriting import (
 from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
 from aesara_bincount_core.gpu.call_status import call_status
 from aesara_bincount_core.gpu.table import GpuTableOp, entry_checks, gpu_entry, gpu_problem
-from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, host_from_gpu
-from aesara_bincount_core.gpu.twin import as_device_array
-from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
-from aesara_bincount_core.gpu.var import GpuArrayConstant
+from aesara_bincount_core.gpu.transfer import HostFromGpu, host_from_gpu
+from aesara_bincount_core.gpu.type import GpuArrayType
 
 try:  # gpu-elemwise's Op; without it Elemwise nodes stay on the host
     from aesara_bincount_core.gpu.elemwise import GpuElemwise, gpu_elemwise_problem
@@ -108,12 +106,10 @@ def _lifter(*op_classes):
 
 def _to_gpu(v):
     """``v`` on the GPU: the source of a ``HostFromGpu``, a GPU constant, else a transfer."""
-    if isinstance(v, Constant) and isinstance(v.type, TensorType) and v.type.dtype in GPU_DTYPES:
-        try:
-            value = as_device_array(v.data)
-        except ImportError:  # symbolic graphs without CuPy: a transfer
-            return _on_gpu(v)
-        return GpuArrayConstant(GpuArrayType(v.type.dtype, shape=v.type.shape), value)
+    if isinstance(v, Constant):
+        const = gpu_constant(v)
+        if const is not None:
+            return const
     return _on_gpu(v)
 
 

@@ -35,10 +35,25 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.gpu.table import GpuTableOp
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
+from aesara_bincount_core.gpu.twin import as_device_array
+from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
+from aesara_bincount_core.gpu.var import GpuArrayConstant
 
-__all__ = ["place_host_values"]
+__all__ = ["gpu_constant", "place_host_values"]
 
 _ALLOC = Alloc()
+
+
+def gpu_constant(v):
+    """The host constant ``v`` as a GPU constant (copied once, when the function is
+    compiled), or None when it cannot be one (a dtype GPU arrays cannot hold, no CuPy)."""
+    if not isinstance(v.type, TensorType) or v.type.dtype not in GPU_DTYPES:
+        return None
+    try:
+        value = as_device_array(v.data)
+    except ImportError:  # symbolic graphs without CuPy: the transfer stays
+        return None
+    return GpuArrayConstant(GpuArrayType(v.type.dtype, shape=v.type.shape), value)
 
 
 def _one_element(v) -> bool:
@@ -88,9 +103,11 @@ def place_host_values(fgraph, lift_node) -> bool:
                 continue
             v = node.inputs[0]
             new = None
-            if isinstance(v, Constant) or v.owner is None:
-                continue  # a GPU constant already, or an input copied once per call
-            if _one_element(v):
+            if v.owner is None and not isinstance(v, Constant):
+                continue  # an input of the function: copied once per call, at its start
+            if isinstance(v, Constant):
+                new = gpu_constant(v)
+            elif _one_element(v):
                 new = _fill(v)
             elif _liftable(fgraph, v.owner, lift_node):
                 producer = v.owner

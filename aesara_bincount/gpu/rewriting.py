@@ -52,7 +52,7 @@ from aesara.tensor.shape import Shape, Shape_i
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.call_status import GpuCallStatus
-from aesara_bincount_core.gpu.index_check import GpuIndexCheck
+from aesara_bincount_core.gpu.index_check import checked_rows
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
@@ -162,18 +162,21 @@ def _gpu_scatter_add(node, call_status: bool):
     if type(op) is not ScatterAdd:
         return None
     base, increments, idx = node.inputs
+    # On the call's status (the lifting pass), any GPU input moves the node
+    # (the placement's rule: host arrays go to the GPU work).
+    moved_by_any = call_status and (_from_gpu(increments) is not None or _from_gpu(idx) is not None)
     if op.onto == "base":
-        if _from_gpu(base) is None:
+        if _from_gpu(base) is None and not moved_by_any:
             return None
         base = _on_gpu(base)
-    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base):
+    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base) and not moved_by_any:
         return None
     old = node.outputs[0]
     idx = _on_gpu(idx)
     if call_status:
         rows = Shape_i(0)(base) if op.onto == "base" else base[0]
         status = [GpuCallStatus()()]
-        idx = GpuIndexCheck("scatter-add")(idx, rows, status[0])
+        idx = checked_rows(idx, "scatter-add", rows, status[0])
     else:
         status = []
     new = GpuScatterAdd(op.onto, inplace=op.inplace, call_status=call_status)(
@@ -199,7 +202,9 @@ def local_gpu_scatter_add(fgraph, node):
 def local_gpu_scatter_add_checked(fgraph, node):
     """:func:`local_gpu_scatter_add` as the lifting pass does it: the indices
     checked on the device (``GpuIndexCheck``) and the Op on the call's status,
-    with no wait (a bad index is raised when the call ends)."""
+    with no wait (a bad index is raised when the call ends); and the node
+    moves when any of its arrays comes from the GPU (a host base or host
+    increments go to the GPU: the gradient of ``q[gpu_idx]`` for a host ``q``)."""
     return _gpu_scatter_add(node, call_status=True) or False
 
 

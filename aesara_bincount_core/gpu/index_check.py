@@ -22,9 +22,10 @@ from aesara.tensor.basic import as_tensor_variable
 
 from aesara_bincount_core.gpu.call_status import failure_code, raise_recorded, record_failure
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
+from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.semantics import INDEX_DTYPES, _msg
 
-__all__ = ["GpuIndexCheck", "check_indices", "row_index_error"]
+__all__ = ["GpuIndexCheck", "check_indices", "checked_rows", "row_index_error"]
 
 
 def _as_text(value: int, unsigned: bool) -> str:
@@ -100,6 +101,21 @@ def row_index_error(verb: str, unsigned: bool):
         return IndexError(text.replace("scatter-add:", f"{verb}:", 1))
 
     return ("rows", verb, unsigned), builder
+
+
+def checked_rows(idx, verb: str, nrows, status):
+    """``idx`` (a GPU integer vector) as rows checked against ``nrows``: itself when it is
+    already (the rows of a GPU ``LinearIndex``, in ``[0, prod(dims))``, which the
+    multi-index rewrites index a base reshaped to ``prod(dims)`` rows with),
+    else a :class:`GpuIndexCheck` of it."""
+    owner = idx.owner
+    if (
+        owner is not None
+        and type(getattr(owner.op, "host_op", None)) is LinearIndex
+        and idx is owner.outputs[0]
+    ):
+        return idx
+    return GpuIndexCheck(verb)(idx, nrows, status)
 
 
 class GpuIndexCheck(Op):

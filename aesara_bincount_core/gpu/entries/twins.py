@@ -11,7 +11,7 @@ from aesara.tensor.subtensor import AdvancedSubtensor1, Subtensor
 
 from aesara_bincount_core.gpu.call_status import call_status
 from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
-from aesara_bincount_core.gpu.index_check import GpuIndexCheck
+from aesara_bincount_core.gpu.index_check import checked_rows
 from aesara_bincount_core.gpu.reduction import GpuCAReduce, gpu_reduction_problem
 from aesara_bincount_core.gpu.table import register
 from aesara_bincount_core.gpu.views import GpuDimShuffle, GpuReshape, GpuSubtensor
@@ -38,7 +38,7 @@ register(
 def _gather_of_checked_rows(node, inputs):
     """``x[idx]`` on the GPU: the rows checked on the device (GpuIndexCheck), then taken."""
     x, idx = inputs
-    rows = GpuIndexCheck("gather")(idx, Shape_i(0)(x), call_status())
+    rows = checked_rows(idx, "gather", Shape_i(0)(x), call_status())
     return [GpuAdvancedSubtensor1(node.op, checked=True)(x, rows)]
 
 
