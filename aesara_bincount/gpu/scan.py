@@ -20,9 +20,13 @@ those inputs as GPU arrays, and the set grows by
   GPU: its initial value goes to the GPU, so that the state stays there
   from step to step;
 
-until nothing is added (at most once per input).  The inputs that the
-inner graph reads on the host (a shape, a learning rate that the GPU
-kernels take as an argument, an integer count) stay on the host.  A
+and shrinks by each input from the GPU that the rewritten inner graph
+reads on the host only (an index, a length: copied to the host at every
+step, a wait each; given to the loop on the host, it is copied once per
+call instead), until nothing changes (an input goes back to the host once,
+for good).  The inputs that the inner graph reads on the host (a shape, a
+learning rate that the GPU kernels take as an argument, an integer count)
+stay on the host.  A
 stacked result (nit-sot) that the inner graph computes on the GPU is
 stacked on the GPU.  A ``while`` loop's condition stays on the host.
 
@@ -39,7 +43,7 @@ which :func:`aesara_bincount.gpu.report` prints.
 import copy
 import dataclasses
 import weakref
-from typing import List, Optional, Set
+from typing import List, Set
 
 from aesara.graph.basic import clone_replace
 from aesara.graph.fg import FunctionGraph
@@ -51,7 +55,7 @@ from aesara_bincount.gpu.lifting import _lifter, _to_gpu, _to_host
 from aesara_bincount.gpu.rewriting import _from_gpu
 from aesara_bincount_core.gpu.call_status import GpuCallStatus, call_status, status_type
 from aesara_bincount_core.gpu.scan import GpuScan
-from aesara_bincount_core.gpu.transfer import GpuFromHost, host_from_gpu
+from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, host_from_gpu
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
 
 __all__ = ["INNER_CUTOFF", "local_gpu_lift_scan", "loop_input_reason", "loop_output_reason", "scan_problem"]
@@ -153,6 +157,23 @@ def _wanted(fgraph, node, slots, on_gpu: Set[int]) -> Set[int]:
     return wanted
 
 
+def _read_on_host(fgraph, slots, on_gpu: Set[int], readers: Set[str]) -> Set[int]:
+    """The slots on the GPU that the rewritten inner graph reads on the host only: every
+    use of their inner inputs is a copy to the host (an index, a length), and a state's
+    new value is computed on the host.  The names of the Ops that read them go to ``readers``."""
+    found = set()
+    for s in on_gpu:
+        uses = [c for k in slots[s].inner for c, _ in fgraph.clients[fgraph.inputs[k]]]
+        if not uses or any(c == "output" or not isinstance(c.op, HostFromGpu) for c in uses):
+            continue
+        outs = [fgraph.outputs[k] for k in slots[s].outs]
+        if all(o.owner is not None and isinstance(o.owner.op, GpuFromHost) for o in outs):
+            found.add(s)
+            for copy in uses:
+                readers.update(type(c.op).__name__ for c, _ in fgraph.clients[copy.outputs[0]] if c != "output")
+    return found
+
+
 def _status_as_input(fgraph, info):
     """The call's status of the inner graph as its last non-sequence; the new info, and
     the outer variable that feeds it (None when no inner Op checks anything)."""
@@ -165,7 +186,7 @@ def _status_as_input(fgraph, info):
     return dataclasses.replace(info, n_non_seqs=info.n_non_seqs + 1), call_status()
 
 
-def _gpu_scan(node, slots, on_gpu: Set[int], fgraph):
+def _gpu_scan(node, slots, on_gpu: Set[int], fgraph, read_on_host: str):
     """The GpuScan node's outputs, as host tensors of the Scan's output types."""
     op = node.op
     info, status = _status_as_input(fgraph, op.info)
@@ -179,6 +200,7 @@ def _gpu_scan(node, slots, on_gpu: Set[int], fgraph):
         list(fgraph.inputs), outputs, info, mode=op.mode, truncate_gradient=op.truncate_gradient,
         name=op.name, profile=op.profile, allow_gc=op.allow_gc, strict=op.strict,
     )  # fmt: skip
+    new_op.read_on_host = read_on_host
     outer = list(node.inputs) + ([] if status is None else [status])
     for s in on_gpu:
         outer[slots[s].outer] = _to_gpu(outer[slots[s].outer])
@@ -201,22 +223,31 @@ def local_gpu_lift_scan(fgraph, node):
     if rewriter is None:
         _REFUSED[op] = "the scan's mode has a rewriter of its own, not a query of optdb"
         return False
-    for _ in range(len(slots) + 1):
+    read_on_host: Set[int] = set()  # a slot goes back to the host once, and for good
+    readers: Set[str] = set()
+    for _ in range(2 * len(slots) + 1):
         inner = _rewritten_inner_graph(op, slots, on_gpu, rewriter)
-        more = _wanted(inner, node, slots, on_gpu)
-        if not more:
+        more = _wanted(inner, node, slots, on_gpu) - read_on_host
+        less = _read_on_host(inner, slots, on_gpu, readers)
+        if not more and not less:
             break
-        on_gpu |= more
+        on_gpu, read_on_host = (on_gpu | more) - less, read_on_host | less
+    on_host = (f"the loop's body reads it on the host only ({', '.join(sorted(readers))}): "
+               "one copy per call instead of one at every step")  # fmt: skip
+    if not on_gpu:
+        _REFUSED[op] = on_host
+        return False
     if any(n.op.destroy_map for n in inner.apply_nodes):
         _REFUSED[op] = "the rewritten inner graph has in-place Ops"
         return False
-    return _gpu_scan(node, slots, on_gpu, inner)
+    return _gpu_scan(node, slots, on_gpu, inner, on_host if readers else "")
 
 
-def scan_problem(node) -> Optional[str]:
-    """Why the ``Scan`` node ``node`` was left on the host (None for a ``GpuScan``)."""
+def scan_problem(node) -> str:
+    """Why the ``Scan`` node ``node`` was left on the host; for a ``GpuScan``, why it takes
+    an input from the GPU on the host."""
     if isinstance(node.op, GpuScan):
-        return None
+        return node.op.read_on_host or "the loop's body reads it on the host only"
     slots = _slots(node.op.info)
     if not any(_from_gpu(node.inputs[s.outer]) is not None for s in slots):
         return "no sequence, state or non-sequence of the loop comes from the GPU"

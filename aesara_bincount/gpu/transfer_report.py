@@ -63,7 +63,7 @@ class Transfer:
 def why_on_host(node) -> str:
     """The reason the host node ``node`` was not moved to the GPU."""
     if isinstance(node.op, Scan):  # issue 39
-        return scan_problem(node) or "the loop runs on the GPU"
+        return scan_problem(node)
     if type(node.op) is Elemwise:
         try:
             from aesara_bincount_core.gpu.elemwise import gpu_elemwise_problem

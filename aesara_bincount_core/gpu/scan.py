@@ -93,6 +93,11 @@ class GpuScan(Scan):
         they were, except the initial states that ``destroy_map`` gives.
     """
 
+    #: Why the loop takes some inputs that come from the GPU on the host (the
+    #: rewrite found that its body reads them on the host only), for
+    #: :func:`aesara_bincount.gpu.report`; empty when it takes none so.
+    read_on_host = ""
+
     def __init__(self, inputs, outputs, info, **kwargs):
         super().__init__(inputs, outputs, info, **kwargs)
         self.output_types = self._placed_output_types()

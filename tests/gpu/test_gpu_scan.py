@@ -145,14 +145,28 @@ def _until(X, last):
     return s
 
 
+def _label_index(X, last):
+    # a tagger's loss inside the loop, p_t[y_t]: the labels are read on the host, copied once per call
+    shared = gpu.shared if isinstance(X, gpu.GpuArraySharedVariable) else aesara.shared
+    y = shared(np.arange(X.get_value().shape[0]) % 3, name="y")
+    nll, _ = aesara.scan(lambda x, y_t: -at.log(at.special.softmax(x, axis=-1)[y_t]), sequences=[X, y])
+    return nll
+
+
 LOOPS = {"mit-sot taps": _mit_sot, "reversed sequence": _reversed, "truncated gradient": _truncated,
-         "while loop": _until}  # fmt: skip
+         "while loop": _until, "label index": _label_index}  # fmt: skip
+#: The copies each case's report lists, by their reasons.
+REASONS = {"while loop": ["a while loop reads its condition on the host at every step"],
+           "label index": ["the loop's body reads it on the host only (ScalarFromTensor): one copy per call "
+                           "instead of one at every step"]}  # fmt: skip
 
 
 @pytest.mark.parametrize("case, last, rows", [
     ("mit-sot taps", False, 5), ("mit-sot taps", True, 5), ("reversed sequence", True, 4),
     ("mit-sot taps", False, 0), ("truncated gradient", False, 4), ("while loop", False, 6),
+    ("label index", False, 4),
 ])  # fmt: skip
+@pytest.mark.filterwarnings("ignore:Softmax no longer converts a vector")
 def test_loop_case_against_the_cpu(case, last, rows):
     X0 = (np.arange(rows * 3, dtype="float32").reshape(rows, 3) - 4) / 8
     X = gpu.shared(X0, name="X")
@@ -163,15 +177,14 @@ def test_loop_case_against_the_cpu(case, last, rows):
     for g, e in zip(got, expected) if isinstance(got, list) else [(got, expected)]:
         assert_same(g, e)
     found = gpu.report(f, file=io.StringIO())
-    if case == "while loop":
-        assert [t.reason for t in found] == ["a while loop reads its condition on the host at every step"]
-    else:
-        assert found == [], [str(t) for t in found]
+    assert [t.reason for t in found] == REASONS.get(case, []), [str(t) for t in found]
 
 
 def test_report_names_the_copies_of_each_step_and_a_loop_left_on_the_host():
-    X = gpu.shared(np.arange(12.0).reshape(3, 2, 2), name="X")
-    s, _ = aesara.scan(lambda x: fill_diagonal(at.exp(x), 0.0).sum(), sequences=X)
+    X = gpu.shared(np.arange(12.0).reshape(3, 2, 2) / 12, name="X")
+    # the body's exp runs on the GPU, its FillDiagonal on the host: one copy at every step
+    s, _ = aesara.scan(lambda x, h: fill_diagonal(at.exp(x + h), 0.0).sum(), sequences=X,
+                       outputs_info=at.zeros(()))  # fmt: skip
     f = aesara.function([], s)
     buf = io.StringIO()
     found = gpu.report(f, file=buf)
@@ -179,6 +192,11 @@ def test_report_names_the_copies_of_each_step_and_a_loop_left_on_the_host():
     assert found[0].loop is not None and "at every step" in buf.getvalue(), buf.getvalue()
     assert "FillDiagonal: no GPU entry for FillDiagonal" in buf.getvalue(), buf.getvalue()
     assert_same(f(), aesara.function([], s, mode=CPU_MODE)())
+    # a body that reads its GPU sequence on the host only: the loop stays there, one copy per call
+    s, _ = aesara.scan(lambda x: fill_diagonal(x, 0.0).sum(), sequences=at.exp(X))
+    found = gpu.report(aesara.function([], s), file=buf)
+    assert [(t.direction, t.loop) for t in found] == [("GPU -> host", None)], buf.getvalue()
+    assert found[0].reason.startswith("the loop's body reads it on the host only (FillDiagonal)"), found
     v = at.dvector("v")
     h, _ = aesara.scan(lambda x, h: 0.5 * h + x, sequences=v, outputs_info=at.zeros(()))  # on the host
     g = aesara.function([v], at.dot(X[0], X[1]) + h[:2, None])
