@@ -23,9 +23,11 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     ``--small``: 50 x 8, 32).  Candidates: the compiled function, the same
     step in PyTorch (``index_select`` then ``index_add_`` in place) and in
     CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
-``mlp step``, ``kmeans step``
+``mlp step``, ``kmeans step``, ``logreg step``
     Issue 29's programs (``gpu_programs.py``): an MLP classifier's SGD step
-    and a k-means step, on GPU shared variables, against the same graphs on
+    and a k-means step, and issue 39's minibatch logistic regression
+    (``log(p)[arange(batch_size), y]``, a batch of 4,096 MNIST-sized rows;
+    ``--small``: 8), on GPU shared variables, against the same graphs on
     host shared variables (``CPU graph ms``).
 ``rnn step``
     Issue 39's loop (``gpu_scan_programs.py``): an Elman RNN's SGD step

@@ -74,7 +74,7 @@ from aesara_bincount.gpu.rewriting import (
     _on_gpu,
     local_gpu_bincount,
     local_gpu_scatter_add_checked,
-    local_gpu_scatter_set,
+    local_gpu_scatter_set_checked,
 )
 from aesara_bincount_core.gpu import entries  # noqa: F401 (fills the table)
 from aesara_bincount_core.gpu.call_status import call_status
@@ -210,6 +210,46 @@ def local_gpu_lift_elemwise(fgraph, node):
     return _lift_elemwise(node)
 
 
+def _gpu_form(node):
+    """``node``, a GPU node with a host input copied from the GPU (``HostFromGpu(g)``,
+    which it read as a kernel argument because ``g`` was still on the host when it
+    was lifted), made again with ``g`` on the GPU; its new GPU outputs, or None."""
+    op = node.op
+    if isinstance(op, GpuTableOp):
+        n = len(node.inputs) - int(op.status)
+        args = [host_from_gpu(v) if k in op.gpu_inputs else v for k, v in enumerate(node.inputs[:n])]
+        if not any(_from_gpu(a) is not None for k, a in enumerate(args) if k not in op.gpu_inputs):
+            return None
+        host_node = op.host_op.make_node(*args)
+        if gpu_problem(host_node) is not None:
+            return None
+        new = _lift_with_entry(host_node, gpu_entry(op.host_op))
+    elif GpuElemwise is not None and isinstance(op, GpuElemwise):
+        if not any(_from_gpu(v) is not None for v in node.inputs):
+            return None
+        new = [_from_gpu(v) or v for v in node.inputs]
+        new = op(*new, return_list=True)
+        return new if all(a.type == b.type for a, b in zip(new, node.outputs)) else None
+    else:
+        return None
+    gpu = [_from_gpu(v) if _from_gpu(v) is not None else v for v in new]
+    return gpu if all(a.type == b.type for a, b in zip(gpu, node.outputs)) else None
+
+
+def lift_host_arguments(fgraph) -> bool:
+    """Make again each GPU node that reads a ``HostFromGpu`` copy as a host argument
+    (:func:`_gpu_form`), so that it reads the GPU value; whether one changed."""
+    changed = False
+    for node in fgraph.toposort():
+        if node not in fgraph.apply_nodes:
+            continue
+        new = _gpu_form(node)
+        if new is not None:
+            fgraph.replace_all_validate(list(zip(node.outputs, new)), reason="gpu_lift_host_arguments")
+            changed = True
+    return changed
+
+
 def lift_node(node, check_only: bool = False):
     """Move the host ``node`` to the GPU whatever its inputs (the placement's step 4).
 
@@ -241,7 +281,8 @@ def _the_walk():
     global _walk
     if _walk is None or _walk.n_lifters != len(LIFTERS):
         _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
-                       local_gpu_scatter_add_checked, local_gpu_scatter_set, name="gpu_lift_walk")  # fmt: skip
+                       local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
+                       name="gpu_lift_walk")  # fmt: skip
         _walk.n_lifters = len(LIFTERS)
     return _walk
 
@@ -268,6 +309,7 @@ class GpuLift(GraphRewriter):
         _the_walk().apply(fgraph)
         if place_host_values(fgraph, lift_node):
             _the_walk().apply(fgraph)
+        lift_host_arguments(fgraph)
 
 
 def lift_fgraph(fgraph) -> None:

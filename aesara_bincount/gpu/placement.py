@@ -12,11 +12,11 @@ then decides, for each such copy, where the host value goes to the GPU
    it stays a ``GpuFromHost`` of the input, one copy per call at its start;
 3. a host value of one element known statically (``1 / n`` of a mean, a
    value computed from shapes): a fill of the GPU array (``cupy.full``, the
-   value a kernel argument), no copy;
+   value a kernel argument), no copy; unless a source makes it (rule 4);
 4. the result of a node that has a GPU implementation and whose results all
-   go to GPU work (``arange(n)`` beside a GPU index, ``zeros``, a product of
-   host values): the node moves to the GPU, and the same rules apply to its
-   own host inputs, up to the inputs and constants;
+   go to GPU work (``arange(n)`` beside a GPU index, ``zeros``, ``Alloc``,
+   ``Eye``, a product of host values): the node moves to the GPU, and the
+   same rules apply to its own host inputs, up to the inputs and constants;
 5. anything else, a host result of a node with no GPU implementation (or one
    that the host also reads): it is copied where it is produced.
 
@@ -33,7 +33,7 @@ from aesara.graph.basic import Constant
 from aesara.tensor.basic import Alloc
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core.gpu.table import GpuTableOp
+from aesara_bincount_core.gpu.table import GpuTableOp, gpu_entry
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
 from aesara_bincount_core.gpu.twin import as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
@@ -107,9 +107,10 @@ def place_host_values(fgraph, lift_node) -> bool:
                 continue  # an input of the function: copied once per call, at its start
             if v.owner is not None and isinstance(v.owner.op, HostFromGpu):
                 continue  # issue 39 (scan): a round trip, removed below (not a fill of one element)
+            source = v.owner is not None and getattr(gpu_entry(v.owner.op), "source", False)
             if isinstance(v, Constant):
                 new = gpu_constant(v)
-            elif _one_element(v):
+            elif _one_element(v) and not (source and _liftable(fgraph, v.owner, lift_node)):
                 new = _fill(v)
             elif _liftable(fgraph, v.owner, lift_node):
                 producer = v.owner

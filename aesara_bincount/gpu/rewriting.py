@@ -65,6 +65,7 @@ __all__ = [
     "local_gpu_bincount",
     "local_gpu_scatter_add",
     "local_gpu_scatter_add_checked",
+    "local_gpu_scatter_set_checked",
     "local_gpu_transfer_round_trip",
     "local_gpu_bincount_to_host",
 ]
@@ -208,6 +209,23 @@ def local_gpu_scatter_add_checked(fgraph, node):
     return _gpu_scatter_add(node, call_status=True) or False
 
 
+def _gpu_scatter_set(node, call_status: bool):
+    if type(node.op) is not ScatterSet:
+        return False
+    base, values, rows = node.inputs
+    if _from_gpu(base) is None and not (
+        call_status and (_from_gpu(values) is not None or _from_gpu(rows) is not None)
+    ):
+        return False
+    base, rows = _on_gpu(base), _on_gpu(rows)
+    status = []
+    if call_status:
+        status = [GpuCallStatus()()]
+        rows = checked_rows(rows, "scatter-set", Shape_i(0)(base), status[0])
+    new = GpuScatterSet(node.op, call_status)(base, _on_gpu(values), rows, *status)
+    return replacement_for(node.outputs[0], host_from_gpu(new))
+
+
 @node_rewriter([ScatterSet])
 def local_gpu_scatter_set(fgraph, node):
     """Replace ``ScatterSet(HostFromGpu(g), values, rows)`` by ``HostFromGpu(GpuScatterSet(...))``.
@@ -216,13 +234,15 @@ def local_gpu_scatter_set(fgraph, node):
     ``set_subtensor(M[rows, cols], v)`` through the reshaped base) runs on
     the GPU: the values and the rows go there (``_on_gpu``), not the base.
     """
-    if type(node.op) is not ScatterSet:
-        return False
-    base, values, rows = node.inputs
-    if _from_gpu(base) is None:
-        return False
-    new = GpuScatterSet(node.op)(_on_gpu(base), _on_gpu(values), _on_gpu(rows))
-    return replacement_for(node.outputs[0], host_from_gpu(new))
+    return _gpu_scatter_set(node, call_status=False)
+
+
+@node_rewriter([ScatterSet])
+def local_gpu_scatter_set_checked(fgraph, node):
+    """:func:`local_gpu_scatter_set` as the lifting pass does it: the rows checked
+    on the device, no wait; and the node moves when any of its arrays comes
+    from the GPU (its host base goes there: the gradient of a set)."""
+    return _gpu_scatter_set(node, call_status=True)
 
 
 @node_rewriter([GpuFromHost])
