@@ -1,6 +1,6 @@
-"""Programs that loop with ``scan`` and must stay on the GPU (issue 39): an Elman RNN, an LSTM, a foldl metric.
+"""Programs that loop with ``scan`` and must stay on the GPU (issue 39): an Elman RNN, an LSTM, CTC, a foldl metric.
 
-Built by :func:`elman_step`, :func:`lstm_step` and :func:`foldl_metric` on
+Built by :func:`elman_step`, :func:`lstm_step`, :func:`ctc_step` and :func:`foldl_metric` on
 the shared variables of a given constructor (``aesara_bincount.gpu.shared``
 for the GPU, ``aesara.shared`` for the host), so that the tests
 (``tests/gpu/test_gpu_scan.py``) and the GPU benchmark
@@ -21,6 +21,14 @@ same graphs.  Each is written as the public programs of issue 39 write it
     of the hidden states, a softmax classifier, one SGD update.  Sizes
     ``(T, B, D, H, C)`` (``x_t`` is already ``dot(emb, W) + b``, width ``4H``;
     ``D`` is unused).
+``ctc step``
+    The CTC loss of one labelling (Graves et al., 2006, the forward
+    variables in log space), trained with scan: the labels with blanks
+    between them, the log-softmax of the logits, and at each step a
+    log-sum-exp of the forward variables shifted by 0, 1 and 2 places plus
+    the log-probabilities gathered by the extended labels (a gather inside
+    the loop, its indices checked with the call's status); one SGD update of
+    the logits.  Sizes ``(T, C, S)``: steps, classes (0 the blank), labels.
 ``foldl metric``
     A few-shot metric folded over episodes (``aesara.foldl``): per episode,
     the class prototypes are the means of the support rows, each query takes
@@ -31,11 +39,12 @@ import os
 
 import numpy as np
 
-__all__ = ["ELMAN", "FOLDL", "LSTM", "SCAN_PROGRAMS", "elman_step", "foldl_metric", "lstm_step",
-           "scan_program_rows"]  # fmt: skip
+__all__ = ["CTC", "ELMAN", "FOLDL", "LSTM", "SCAN_PROGRAMS", "ctc_step", "elman_step", "foldl_metric",
+           "lstm_step", "scan_program_rows"]  # fmt: skip
 
 #: The benchmark's sizes, then the tests' and the dry run's (tiny: the emulation runs every kernel on the CPU).
 ELMAN = {"full": (50, 64, 128, 256, 32), "small": (3, 2, 3, 4, 3)}
+CTC = {"full": (200, 64, 40), "small": (5, 4, 3)}
 LSTM = {"full": (50, 64, 0, 128, 2), "small": (3, 2, 0, 3, 2)}
 FOLDL = {"full": (100, 5, 5, 15, 64), "small": (3, 2, 2, 3, 2)}
 
@@ -138,6 +147,50 @@ def lstm_step(shared, sizes, seed=0):
     return [lr], [loss], {q: q - lr * g for q, g in zip(params, grads)}, params
 
 
+def ctc_step(shared, sizes, seed=0):
+    """The CTC step: ``(inputs, outputs, updates, params)``, as :func:`elman_step`.
+
+    Parameters
+    ----------
+    shared : callable
+    sizes : tuple of int
+        ``(T, C, S)``.
+    seed : int
+
+    Returns
+    -------
+    tuple
+        ``[lr]``, ``[loss]``, the update of the logits, and ``[logits]``.
+    """
+    import aesara
+    import aesara.tensor as at
+
+    T, C, S = sizes
+    rng = np.random.default_rng(seed)
+    logits = shared(rng.standard_normal((T, C)).astype("float32"), name="logits")
+    labels = shared(rng.integers(1, C, S).astype("int64"), name="labels")
+    lr = at.scalar("lr", dtype="float32")
+    never = np.float32(-1e30)  # log(0), finite so that the gradient stays finite
+    blanks = at.zeros_like(labels)
+    ext = at.concatenate([blanks[:1], at.stack([labels, blanks], axis=1).reshape((-1,))])
+    logp = at.special.log_softmax(logits, axis=-1)
+    alpha0 = at.concatenate([logp[0, ext[:2]], at.fill(ext[2:], never).astype("float32")])
+
+    def shifted(a, k):
+        return at.concatenate([at.fill(a[:k], never), a[:-k]])
+
+    def step(lp_t, a):
+        a1, a2 = shifted(a, 1), shifted(a, 2)
+        m = at.maximum(at.maximum(a, a1), a2)
+        return m + at.log(at.exp(a - m) + at.exp(a1 - m) + at.exp(a2 - m)) + lp_t[ext]
+
+    alphas, _ = aesara.scan(step, sequences=logp[1:], outputs_info=alpha0)
+    end = alphas[-1][-2:]
+    m = end.max()
+    loss = -(m + at.log(at.exp(end - m).sum()))
+    return [lr], [loss], {logits: logits - lr * aesara.grad(loss, logits)}, [logits]
+
+
 def foldl_metric(shared, sizes, seed=0):
     """The few-shot accuracy folded over episodes: ``(inputs, outputs, updates, params)``.
 
@@ -175,6 +228,7 @@ def foldl_metric(shared, sizes, seed=0):
 SCAN_PROGRAMS = {
     "rnn step": (elman_step, ELMAN, (np.float32(0.1),)),
     "lstm step": (lstm_step, LSTM, (np.float32(0.1),)),
+    "ctc step": (ctc_step, CTC, (np.float32(0.1),)),
     "foldl metric": (foldl_metric, FOLDL, ()),
 }
 

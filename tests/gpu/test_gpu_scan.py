@@ -1,7 +1,8 @@
 """Loops on the GPU (issue 39, item 2): ``scan`` programs with no copy inside a call, the CPU graph's values.
 
-The Elman RNN and the LSTM trained with scan (a forward loop, its gradient,
-a second loop, and SGD updates of GPU shared weights) and the foldl metric
+The Elman RNN, the LSTM and CTC trained with scan (a forward loop, its
+gradient, a second loop, and SGD updates of GPU shared weights) and the
+foldl metric
 are built by ``benchmarks/gpu_scan_programs.py`` (the GPU benchmark times
 the same graphs), once on GPU shared variables and once on host shared
 variables compiled without the GPU rewrites; after a few calls the results
@@ -73,7 +74,7 @@ def _no_copy(f):
     assert gpu.report(f, file=buf) == [], buf.getvalue()
 
 
-@pytest.mark.parametrize("name, loops", [("rnn step", 2), ("lstm step", 2), ("foldl metric", 1)])
+@pytest.mark.parametrize("name, loops", [("rnn step", 2), ("lstm step", 2), ("ctc step", 2), ("foldl metric", 1)])
 def test_scan_program_stays_on_the_gpu_and_gives_the_cpu_values(name, loops):
     build, sizes, args = PROGRAMS[name]
     g_in, g_out, g_upd, g_params = build(gpu.shared, sizes["small"])
