@@ -93,19 +93,27 @@ def test_scan_program_stays_on_the_gpu_and_gives_the_cpu_values(name, loops):
         assert counts.tolist() == [1, 1, 0], counts
 
 
-def _gather_loop(E, w, acc):
-    out, _ = aesara.scan(lambda w_t, E: E[w_t].sum(axis=0), sequences=[w], non_sequences=[E])
+def _gather_loop(E, w, acc, nested):
+    def rows(w):
+        out, _ = aesara.scan(lambda w_t: E[w_t].sum(axis=0), sequences=[w])
+        return out
+
+    if nested:  # a loop of loops: the inner loop gets the call's status from the outer one
+        out, _ = aesara.scan(rows, sequences=[w.reshape((2, 2, 2))])
+    else:
+        out = rows(w)
     return out, {acc: acc + out.sum()}
 
 
-def test_an_index_checked_inside_a_loop_is_read_once_per_call():
+@pytest.mark.parametrize("nested", [False, True])
+def test_an_index_checked_inside_a_loop_is_read_once_per_call(nested):
     E0 = np.arange(12, dtype="float32").reshape(6, 2)
     w0 = np.array([[0, 1], [5, -6], [2, 2], [3, 4]], dtype="int64")
     E, w, acc = gpu.shared(E0, name="E"), gpu.shared(w0, name="w"), gpu.shared(np.float32(0), name="acc")
-    out, updates = _gather_loop(E, w, acc)
+    out, updates = _gather_loop(E, w, acc, nested)
     f = aesara.function([], out, updates=updates)
     hE, hw, hacc = aesara.shared(E0), aesara.shared(w0), aesara.shared(np.float32(0))
-    ref = aesara.function([], _gather_loop(hE, hw, hacc)[0], mode=CPU_MODE)
+    ref = aesara.function([], _gather_loop(hE, hw, hacc, nested)[0], mode=CPU_MODE)
     _no_copy(f)
     assert_same(f(), ref())
     if EMULATED:  # the steps' checks and the result come back in one copy
