@@ -14,10 +14,13 @@ CuPy:
   rows) (tags ``bincount``,
   ``gpu_bincount``), and before them the lifting pass ``gpu_lift``
   (:mod:`aesara_bincount.gpu.lifting`: elementwise work, reductions, views,
-  shapes and gathers of GPU data run on the GPU; tag ``gpu_bincount``,
-  name ``gpu_lift``);
+  shapes, gathers and every Op of the GPU table run on the GPU, host values
+  go to the GPU work (:mod:`aesara_bincount.gpu.placement`); tag
+  ``gpu_bincount``, name ``gpu_lift``);
+- ``gpu_call_end`` (:mod:`aesara_bincount.gpu.call_end`): the results for
+  the host and the call's status come back in one copy, with one wait;
 - :func:`report` (``aesara_bincount.gpu.report(f)``): the transfers inside a
-  compiled function and the Op that caused each.
+  compiled function, the Op that caused each and why it stayed on the host.
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the

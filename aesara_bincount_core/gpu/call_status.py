@@ -48,6 +48,7 @@ __all__ = [
     "raise_recorded",
     "record_failure",
     "status_type",
+    "use_call_status",
 ]
 
 #: int64 words of the call's status: the ``bc_status`` header, then the first failure.
@@ -168,3 +169,34 @@ class GpuCallStatus(Op):
 def call_status():
     """A variable of the call's status (a new :class:`GpuCallStatus` node; the merge joins them)."""
     return GpuCallStatus()()
+
+
+def use_call_status(fgraph, status) -> bool:
+    """Make every check of ``fgraph`` write into ``status``; whether ``fgraph`` had checks.
+
+    For an inner graph (a ``Scan``'s): its ``GpuCallStatus`` nodes are
+    replaced by ``status``, a variable of :func:`status_type` that the inner
+    graph takes as an input (the outer call's status, passed in as a
+    non-sequence), so that the inner graph's checks are read with the outer
+    call's one wait and the inner function gets no ``GpuCallEnd`` of its own
+    (which would wait at every step).
+
+    Parameters
+    ----------
+    fgraph : aesara.graph.fg.FunctionGraph
+    status : aesara.graph.basic.Variable
+        Of :func:`status_type`: a variable of ``fgraph``, or one with no
+        owner, which becomes an input of ``fgraph``.
+
+    Returns
+    -------
+    bool
+    """
+    if status.owner is None and status not in fgraph.inputs:
+        fgraph.add_input(status)
+    found = False
+    for node in list(fgraph.apply_nodes):
+        if isinstance(node.op, GpuCallStatus):
+            fgraph.replace(node.outputs[0], status, reason="use_call_status")
+            found = True
+    return found

@@ -158,3 +158,16 @@ def test_the_report_gives_the_true_reason_of_each_copy():
     value = np.arange(6.0).reshape(2, 3)
     for got, expected in zip(f(value), aesara.function([host], outs, mode=CPU_MODE)(value)):
         assert_same(got, expected, float_ulps=8)
+
+
+def test_an_update_and_givens_with_a_more_precise_static_shape():
+    # issue 39, item 4: refused with a TypeError before GpuArrayType.in_same_class
+    W = gpu.shared(np.ones((3, 2), "float32"), name="W")
+    x = at.vector("x", dtype="float32")
+    g = at.reshape(x, (-1, 3)).T  # static shape (3, ?)
+    f = aesara.function([x], [], updates=[(W, W - g)])
+    value = np.arange(6, dtype="float32")
+    f(value)
+    assert_same(W.get_value(), 1 - value.reshape(2, 3).T)
+    h = aesara.function([x], (W * 2).sum(), givens={W: gpu.gpu_from_host(g)})
+    assert_same(h(value), np.float32(30.0))
