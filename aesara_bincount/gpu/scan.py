@@ -53,7 +53,7 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount.gpu.lifting import _lifter, _to_gpu, _to_host
 from aesara_bincount.gpu.rewriting import _from_gpu
-from aesara_bincount_core.gpu.call_status import GpuCallStatus, call_status, status_type
+from aesara_bincount_core.gpu.call_status import GpuCallStatus, call_status, status_type, use_call_status
 from aesara_bincount_core.gpu.scan import GpuScan
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, host_from_gpu
 from aesara_bincount_core.gpu.type import GPU_DTYPES, GpuArrayType
@@ -177,12 +177,9 @@ def _read_on_host(fgraph, slots, on_gpu: Set[int], readers: Set[str]) -> Set[int
 def _status_as_input(fgraph, info):
     """The call's status of the inner graph as its last non-sequence; the new info, and
     the outer variable that feeds it (None when no inner Op checks anything)."""
-    statuses = [n.outputs[0] for n in fgraph.apply_nodes if isinstance(n.op, GpuCallStatus)]
-    if not statuses:
+    if not any(isinstance(n.op, GpuCallStatus) for n in fgraph.apply_nodes):
         return info, None
-    inner = status_type()(name="call_status")
-    fgraph.add_input(inner)
-    fgraph.replace_all([(s, inner) for s in statuses], reason="gpu_scan_call_status")
+    use_call_status(fgraph, status_type()(name="call_status"))
     return dataclasses.replace(info, n_non_seqs=info.n_non_seqs + 1), call_status()
 
 
@@ -196,15 +193,30 @@ def _gpu_scan(node, slots, on_gpu: Set[int], fgraph, read_on_host: str):
         g = _from_gpu(outputs[k])
         if g is not None:  # a stacked result computed on the GPU is stacked there
             outputs[k] = g
-    new_op = GpuScan(
-        list(fgraph.inputs), outputs, info, mode=op.mode, truncate_gradient=op.truncate_gradient,
-        name=op.name, profile=op.profile, allow_gc=op.allow_gc, strict=op.strict,
-    )  # fmt: skip
-    new_op.read_on_host = read_on_host
     outer = list(node.inputs) + ([] if status is None else [status])
     for s in on_gpu:
         outer[slots[s].outer] = _to_gpu(outer[slots[s].outer])
+    inputs, outer, info = _without_unused_non_sequences(fgraph, list(fgraph.inputs), outer, info)
+    new_op = GpuScan(
+        inputs, outputs, info, mode=op.mode, truncate_gradient=op.truncate_gradient,
+        name=op.name, profile=op.profile, allow_gc=op.allow_gc, strict=op.strict,
+    )  # fmt: skip
+    new_op.read_on_host = read_on_host
     return _to_host(node.outputs, new_op(*outer, return_list=True))
+
+
+def _without_unused_non_sequences(fgraph, inputs, outer, info):
+    """The inner inputs, outer inputs and info without the non-sequences that the rewritten
+    inner graph no longer uses (a host value passed to the loop for nothing would keep
+    its producer on the host)."""
+    first = len(inputs) - info.n_non_seqs
+    unused = [k for k in range(first, len(inputs)) if not fgraph.clients[inputs[k]]]
+    if not unused:
+        return inputs, outer, info
+    shift = len(outer) - len(inputs)  # the non-sequences end both lists
+    inputs = [v for k, v in enumerate(inputs) if k not in unused]
+    outer = [v for k, v in enumerate(outer) if k - shift not in unused]
+    return inputs, outer, dataclasses.replace(info, n_non_seqs=info.n_non_seqs - len(unused))
 
 
 @_lifter(Scan)

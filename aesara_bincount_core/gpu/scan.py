@@ -69,6 +69,10 @@ class GpuScan(Scan):
     when Aesara's ``scan_save_mem`` keeps fewer).  Dtypes are the inner
     graph's.
 
+    The inner graph is compiled without Aesara's scan rewrites (tag
+    ``"scan"``): it comes rewritten, and they would remake a nested
+    ``GpuScan`` as a host ``Scan``.
+
     The loop is this class's own ``perform`` (Python), written for arrays
     of either place: each step points the inner function's input cells at
     views of the sequences and states, calls it, and copies its results
@@ -101,6 +105,9 @@ class GpuScan(Scan):
     def __init__(self, inputs, outputs, info, **kwargs):
         super().__init__(inputs, outputs, info, **kwargs)
         self.output_types = self._placed_output_types()
+        # The inner graph comes rewritten (the scan rewrites included); Aesara's scan
+        # rewrites would remake a nested GpuScan as a Scan when the loop is compiled.
+        self.mode_instance = self.mode_instance.excluding("scan")
 
     def _placed_output_types(self) -> List:
         """``Scan``'s outer output types, on the GPU where the inner output is."""
