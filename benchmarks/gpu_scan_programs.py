@@ -1,4 +1,4 @@
-"""Programs that loop with ``scan`` and must stay on the GPU (issue 39): an Elman RNN, an LSTM, CTC, a foldl metric.
+"""Programs that loop with ``scan`` and must stay on the GPU (issue 39): Elman RNN, LSTM, CTC, foldl metric.
 
 Built by :func:`elman_step`, :func:`lstm_step`, :func:`ctc_step` and :func:`foldl_metric` on
 the shared variables of a given constructor (``aesara_bincount.gpu.shared``
@@ -42,7 +42,7 @@ import numpy as np
 __all__ = ["CTC", "ELMAN", "FOLDL", "LSTM", "SCAN_PROGRAMS", "ctc_step", "elman_step", "foldl_metric",
            "lstm_step", "scan_program_rows"]  # fmt: skip
 
-#: The benchmark's sizes, then the tests' and the dry run's (tiny: the emulation runs every kernel on the CPU).
+#: The benchmark's sizes, then the tests' and the dry run's (tiny: the emulation runs the kernels on the CPU).
 ELMAN = {"full": (50, 64, 128, 256, 32), "small": (3, 2, 3, 4, 3)}
 CTC = {"full": (200, 64, 40), "small": (5, 4, 3)}
 LSTM = {"full": (50, 64, 0, 128, 2), "small": (3, 2, 0, 3, 2)}
@@ -220,7 +220,8 @@ def foldl_metric(shared, sizes, seed=0):
         dist = (q**2).sum(axis=1)[:, None] - 2 * at.dot(q, protos.T) + (protos**2).sum(axis=1)[None, :]
         return total + at.eq(at.argmin(dist, axis=1), y).mean(dtype="float32")
 
-    total = aesara.foldl(episode, sequences=[support, queries, labels], outputs_info=at.constant(np.float32(0)))[0]
+    zero = at.constant(np.float32(0))
+    total = aesara.foldl(episode, sequences=[support, queries, labels], outputs_info=zero)[0]
     return [], [total], {}, []
 
 
@@ -270,7 +271,8 @@ def scan_program_rows(cp, small, repeat, wall_ms, transfers, names=("rnn step",)
         f(*args)
         ref(*args)
         row["correct"] = all(
-            np.allclose(g.get_value(), h.get_value(), rtol=1e-3, atol=1e-4) for g, h in zip(g_params, h_params)
+            np.allclose(g.get_value(), h.get_value(), rtol=1e-3, atol=1e-4)
+            for g, h in zip(g_params, h_params)
         )
         row["aesara_ms"] = wall_ms(sync, lambda: f(*args), repeat)
         row["cpu_ms"] = wall_ms(lambda: None, lambda: ref(*args), max(1, repeat // 4))

@@ -47,7 +47,6 @@ from typing import List, Set
 
 from aesara.graph.basic import clone_replace
 from aesara.graph.fg import FunctionGraph
-from aesara.graph.rewriting.basic import node_rewriter
 from aesara.scan.op import Scan
 from aesara.tensor.type import TensorType
 
@@ -169,8 +168,9 @@ def _read_on_host(fgraph, slots, on_gpu: Set[int], readers: Set[str]) -> Set[int
         outs = [fgraph.outputs[k] for k in slots[s].outs]
         if all(o.owner is not None and isinstance(o.owner.op, GpuFromHost) for o in outs):
             found.add(s)
-            for copy in uses:
-                readers.update(type(c.op).__name__ for c, _ in fgraph.clients[copy.outputs[0]] if c != "output")
+            for transfer in uses:
+                clients = fgraph.clients[transfer.outputs[0]]
+                readers.update(type(c.op).__name__ for c, _ in clients if c != "output")
     return found
 
 

@@ -74,7 +74,9 @@ def _no_copy(f):
     assert gpu.report(f, file=buf) == [], buf.getvalue()
 
 
-@pytest.mark.parametrize("name, loops", [("rnn step", 2), ("lstm step", 2), ("ctc step", 2), ("foldl metric", 1)])
+@pytest.mark.parametrize(
+    "name, loops", [("rnn step", 2), ("lstm step", 2), ("ctc step", 2), ("foldl metric", 1)]
+)
 def test_scan_program_stays_on_the_gpu_and_gives_the_cpu_values(name, loops):
     build, sizes, args = PROGRAMS[name]
     g_in, g_out, g_upd, g_params = build(gpu.shared, sizes["small"])
