@@ -24,11 +24,13 @@ and shrinks by each input from the GPU that the rewritten inner graph
 reads on the host only (an index, a length: copied to the host at every
 step, a wait each; given to the loop on the host, it is copied once per
 call instead), until nothing changes (an input goes back to the host once,
-for good).  The inputs that the inner graph reads on the host (a shape, a
-learning rate that the GPU kernels take as an argument, an integer count)
-stay on the host.  A
-stacked result (nit-sot) that the inner graph computes on the GPU is
-stacked on the GPU.  A ``while`` loop's condition stays on the host.
+for good).  The inner graph is rewritten at most twice per input, and
+each round costs what its rewriting costs when the loop is compiled.  The
+inputs that the inner graph reads on the host (a shape, a learning rate
+that the GPU kernels take as an argument, an integer count) stay on the
+host; the non-sequences that the rewritten inner graph no longer uses are
+dropped.  A stacked result (nit-sot) that the inner graph computes on the
+GPU is stacked on the GPU.  A ``while`` loop's condition stays on the host.
 
 The checks of the inner GPU Ops write into the call's status
 (:mod:`aesara_bincount_core.gpu.call_status`): the status the rewritten
