@@ -48,6 +48,8 @@ KERNEL_SOURCE = "bincount_cuda_kernel.cu"
 ROWS_SOURCE = "scatter_add_cuda_kernel.cu"
 #: The scatter-set of rows (GpuScatterSet): the last one in index order wins.
 SET_SOURCE = "scatter_set_cuda_kernel.cu"
+#: The index check of a call, written into the call's status (GpuIndexCheck).
+CHECK_SOURCE = "call_check_cuda_kernel.cu"
 KERNEL_HEADER = "bincount_cuda.h"
 DEVICE_HEADER = "bincount_cuda_device.cuh"
 #: The templates of the histogram pass, included by KERNEL_SOURCE.
@@ -59,11 +61,12 @@ FAMILY_HEADERS = {
     "rows": ("scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
              "bc_cuda_det_sort.cuh", "bincount_cuda_det.h"),
     "set": (),
+    "check": (),
 }
 #: Kernel family -> its source file.  A module holds the kernels of one
 #: family for one dtype of x (or of the indices), so a call compiles only
 #: its own family.
-FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE, "set": SET_SOURCE}
+FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE, "set": SET_SOURCE, "check": CHECK_SOURCE}
 
 
 @lru_cache(maxsize=None)
@@ -215,6 +218,8 @@ def family_of(kernel: str) -> str:
     """The family (a key of :data:`FAMILIES`) of the kernel named ``kernel``."""
     if kernel.startswith("scatter_set_"):
         return "set"
+    if kernel.startswith("call_check_"):
+        return "check"
     return "rows" if kernel.startswith("scatter_rows_") else "hist"
 
 
@@ -253,8 +258,9 @@ def compile_module(
         The NVRTC to use (:func:`nvrtc.load` by default).
     family : str
         ``"hist"`` (the histogram and conversion kernels), ``"set"`` (the
-        scatter-set of rows, compiled for int64 rows only) or ``"rows"`` (the
-        scatter-add of rows); see :data:`FAMILIES`.
+        scatter-set of rows, compiled for int64 rows only), ``"check"`` (the
+        index check of a call, every index dtype in one module, compiled for
+        int64 only) or ``"rows"`` (the scatter-add of rows); see :data:`FAMILIES`.
     refresh : bool
         Compile again even when cached (:func:`nvrtc.compile_cached`).
 

@@ -24,7 +24,10 @@ Layout (:data:`STATUS_WORDS` int64 words):
 - words 4-9: the first failure, in the order the work was queued (the order
   in which the host graph would have raised): its code in the message table
   (:func:`failure_code`), the position, the value, and up to three more
-  numbers (a length, an axis).
+  numbers (a length, an axis);
+- word 10: the first bad position (as ``~position``) that the index check
+  running now found (``c_code/call_check_cuda_kernel.cu``, whose record
+  kernel then writes words 4-9).
 
 The message table is one per process: a code stands for a key that names
 the message (``("rows", "gather", False)``) and the function that builds the
@@ -51,8 +54,8 @@ __all__ = [
     "use_call_status",
 ]
 
-#: int64 words of the call's status: the ``bc_status`` header, then the first failure.
-STATUS_WORDS = 10
+#: int64 words of the call's status: the ``bc_status`` header, the first failure, a word of the index check.
+STATUS_WORDS = 11
 _EXTRAS = 3
 _FLAG, _CODE = 1, 4
 
@@ -112,11 +115,11 @@ def record_failure(status, bad, code: int, position, value, *extra) -> None:
     if len(extra) > _EXTRAS:
         raise ValueError(f"record_failure: at most {_EXTRAS} more numbers, got {len(extra)}")
     first = bad & (status[_FLAG] == 0)
-    new = cp.zeros(STATUS_WORDS - _CODE, dtype="int64")
+    new = cp.zeros(_EXTRAS + 3, dtype="int64")
     new[0] = code
     for k, v in enumerate((position, value) + extra):
         new[k + 1] = v
-    status[_CODE:] = cp.where(first, new, status[_CODE:])
+    status[_CODE:_CODE + _EXTRAS + 3] = cp.where(first, new, status[_CODE:_CODE + _EXTRAS + 3])
     status[_FLAG:_FLAG + 1] = cp.where(bad, 1, status[_FLAG:_FLAG + 1])
 
 
@@ -136,7 +139,7 @@ def raise_recorded(record) -> None:
     code = int(record[_CODE])
     if not 0 < code <= len(_builders):
         raise IndexError("an index out of range, found by a kernel of the call on the GPU")
-    raise _builders[code - 1](*(int(v) for v in record[_CODE + 1:]))
+    raise _builders[code - 1](*(int(v) for v in record[_CODE + 1:_CODE + _EXTRAS + 3]))
 
 
 class GpuCallStatus(Op):

@@ -7,7 +7,10 @@ with the length it indexes, on the device, records the first bad one in
 the call's status (:mod:`.call_status`), and returns the indices as int64
 row numbers in ``[0, n)``, each bad one replaced by 0, so that the work that
 follows reads no memory out of bounds.  Nothing is waited for: the call
-raises the host Op's exception when it reads its status, at its end.
+raises the host Op's exception when it reads its status, at its end.  It
+runs two small kernels of ours (``c_code/call_check_cuda_kernel.cu``; CuPy
+has no check that records its first failure on the device), where a
+composition of CuPy's array operations would take some twenty launches.
 
 :class:`GpuIndexCheck` is the check as an Op, for the rows of a gather or
 scatter-add (``GpuAdvancedSubtensor1`` and ``GpuScatterAdd`` then take the
@@ -15,12 +18,17 @@ checked rows as they are); the merge pass joins two checks of the same
 indices against the same length, so ``W[idx]`` and its gradient's
 scatter-add check ``idx`` once.
 """
+import ctypes
+
 from aesara.gradient import DisconnectedType
 from aesara.graph.basic import Apply
 from aesara.graph.op import Op
 from aesara.tensor.basic import as_tensor_variable
 
-from aesara_bincount_core.gpu.call_status import failure_code, raise_recorded, record_failure
+from aesara_bincount_core.cuda import driver as _driver
+from aesara_bincount_core.cuda import modules
+from aesara_bincount_core.cuda.sources import THREADS
+from aesara_bincount_core.gpu.call_status import failure_code, raise_recorded
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.semantics import INDEX_DTYPES, _msg
@@ -30,6 +38,21 @@ __all__ = ["GpuIndexCheck", "check_indices", "checked_rows", "row_index_error"]
 
 def _as_text(value: int, unsigned: bool) -> str:
     return str(value % 2**64 if unsigned else value)
+
+
+class _CheckParams(ctypes.Structure):
+    # bc_check_params of c_code/call_check_cuda_kernel.cu, field for field.
+    _fields_ = [
+        ("idx", ctypes.c_ulonglong),
+        ("rows", ctypes.c_ulonglong),
+        ("status", ctypes.c_ulonglong),
+        ("n", ctypes.c_longlong),
+        ("idx_stride", ctypes.c_longlong),
+        ("len", ctypes.c_longlong),
+        ("wrap", ctypes.c_longlong),
+        ("code", ctypes.c_longlong),
+        ("extra", ctypes.c_longlong),
+    ]
 
 
 def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()):
@@ -44,13 +67,13 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
         The length indexed (a host value).
     key, builder
         The failure's entry in the message table (:func:`~.call_status.failure_code`);
-        ``builder(position, value, n, *extra, ...)`` gets the position of the
+        ``builder(position, value, n, extra, 0)`` gets the position of the
         first bad index in C order of ``idx``, its value (the bits of a
-        uint64 as an int64), ``n`` and ``extra`` (then zeros).
+        uint64 as an int64), ``n`` and ``extra``.
     wrap : bool
         Negative indices from ``-n`` wrap once, as in NumPy; else they are bad.
     extra : tuple of int, optional
-        Recorded with the failure, after ``n`` (at most two).
+        At most one number, recorded with the failure after ``n`` (an axis).
 
     Returns
     -------
@@ -63,32 +86,34 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
         At once, only when ``n`` is 0 and ``idx`` is not empty (no row 0 to
         read instead): the failure recorded before in the call, else this
         one (a wait, on this error path only).
+    nvrtc.NvrtcError, driver.CudaDriverError
+        The kernels cannot be compiled or launched.
 
     Notes
     -----
-    Queued on CuPy's current stream (about ten small kernels); no wait, no
-    copy from the host.
+    Two kernels of ours (``c_code/call_check_cuda_kernel.cu``), queued on
+    CuPy's current stream: the check (one pass over ``idx``) and the record
+    of its first bad index (one thread).  No wait, no copy from the host; an
+    ``idx`` whose strides give no 1-D view is copied first.
     """
     cp = cupy_module()
-    unsigned = idx.dtype.kind == "u"
-    rows = idx.astype("int64")
-    if idx.size == 0:
-        return rows
+    flat = idx.reshape(-1)  # a copy only when the strides give no 1-D view
+    rows = cp.empty(flat.shape[0], dtype="int64")
+    if flat.shape[0] == 0:
+        return rows.reshape(idx.shape)
     if n == 0:
         raise_recorded(cp.asnumpy(status))
-        raise builder(0, int(rows.reshape(-1)[0].get()), n, *extra, *(0,) * (2 - len(extra)))
-    if unsigned:
-        bad = idx >= n
-    else:
-        bad = (rows < -n if wrap else rows < 0) | (rows >= n)
-    flat_bad = bad.reshape(-1)
-    position = flat_bad.astype("uint8").argmax()
-    record_failure(status, flat_bad.any(), failure_code(key, builder), position,
-                   rows.reshape(-1)[position], n, *extra)  # fmt: skip
-    rows = cp.where(bad, 0, rows)
-    if wrap and not unsigned:
-        rows = cp.where(rows < 0, rows + n, rows)
-    return rows
+        raise builder(0, int(flat[0].get()), n, *extra, *(0,) * (2 - len(extra)))
+    if flat.strides[0] % flat.itemsize:
+        flat = flat.copy()
+    check, record, resident = modules.check_kernels(idx.dtype.name)
+    p = _CheckParams(flat.data.ptr, rows.data.ptr, status.data.ptr, flat.shape[0],
+                     flat.strides[0] // flat.itemsize, n, int(wrap), failure_code(key, builder),
+                     extra[0] if extra else 0)  # fmt: skip
+    drv, stream = _driver.driver(), cp.cuda.get_current_stream().ptr
+    drv.launch(check, max(1, min(-(-flat.shape[0] // THREADS), resident)), THREADS, stream, p)
+    drv.launch(record, 1, THREADS, stream, p)
+    return rows.reshape(idx.shape)
 
 
 def row_index_error(verb: str, unsigned: bool):

@@ -25,6 +25,7 @@ SOURCES = [
     os.path.join(C_CODE, "bincount_cuda_kernel.cu"),
     os.path.join(C_CODE, "scatter_add_cuda_kernel.cu"),
     os.path.join(C_CODE, "scatter_set_cuda_kernel.cu"),
+    os.path.join(C_CODE, "call_check_cuda_kernel.cu"),
     # generated kernels are built with these when they are first loaded
     os.path.join(HERE, "generated_emu.cc"),
     os.path.join(C_CODE, "elemwise_cuda.cuh"),

@@ -59,6 +59,7 @@
 #include "bincount_cuda_kernel.cu"
 #include "scatter_add_cuda_kernel.cu"
 #include "scatter_set_cuda_kernel.cu"
+#include "call_check_cuda_kernel.cu"
 
 #include <chrono>
 #include <condition_variable>
@@ -91,7 +92,7 @@ struct kernel_entry {
     const char *name;
     void *fn;
     int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params,
-                   3: bc_det_finish_params, 4: bc_set_params */
+                   3: bc_det_finish_params, 4: bc_set_params, 5: bc_check_params */
 };
 
 /* Bytes of the dtype whose short name (i8 ... f64) ends the kernel name
@@ -133,6 +134,10 @@ const kernel_entry kernels[] = {
     {"scatter_set_rows_w2", (void *)&scatter_set_rows_w2, 4},
     {"scatter_set_rows_w4", (void *)&scatter_set_rows_w4, 4},
     {"scatter_set_rows_w8", (void *)&scatter_set_rows_w8, 4},
+#define C(XN) {"call_check_" #XN, (void *)&call_check_##XN, 5}, \
+              {"call_check_record_" #XN, (void *)&call_check_record_##XN, 5},
+    C(i8) C(i16) C(i32) C(i64) C(u8) C(u16) C(u32) C(u64)
+#undef C
 };
 #undef H
 #undef D
@@ -777,7 +782,10 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     if (skip_kernels())
         return OK;
-    if (k->finish == 4)
+    if (k->finish == 5)
+        emu::launch((void (*)(bc_check_params))k->fn, *(const bc_check_params *)params[0], gx, bx,
+                    shared);
+    else if (k->finish == 4)
         emu::launch((void (*)(bc_set_params))k->fn, *(const bc_set_params *)params[0], gx, bx,
                     shared);
     else if (k->finish == 2)
