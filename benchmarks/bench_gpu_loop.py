@@ -36,6 +36,12 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     (``log(p)[arange(batch_size), y]``, a batch of 4,096 MNIST-sized rows;
     ``--small``: 8), on GPU shared variables, against the same graphs on
     host shared variables (``CPU graph ms``).
+``rnn step``
+    Issue 39's loop (``gpu_scan_programs.py``): an Elman RNN's SGD step
+    trained with scan (the forward loop, the loop of its gradient, the
+    updates), T = 50 steps of a batch of 64, 128 inputs, 256 hidden units,
+    32 classes (``--small``: 3 steps of 2, 3, 4, 3); ``N`` is the number of
+    steps; ``transfers`` counts those of the loops' inner graphs too.
 
 Timing: wall-clock milliseconds of one call followed by a synchronization of
 the device (the same for every candidate, :func:`wall_ms`: median of the
@@ -58,6 +64,7 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
     sys.path.insert(0, HERE)
 
 from gpu_programs import program_rows  # noqa: E402
+from gpu_scan_programs import scan_program_rows  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 __all__ = ["loop_rows", "loop_table", "wall_ms"]
@@ -190,6 +197,7 @@ def loop_rows(cp, torch, small, repeat, bandwidth):
         rows.append(_sgd_row(cp, torch, sizes, repeat))
         cp.get_default_memory_pool().free_all_blocks()
     rows += program_rows(cp, small, repeat, wall_ms, _transfers)
+    rows += scan_program_rows(cp, small, repeat, wall_ms, _transfers)
     return rows
 
 

@@ -113,9 +113,10 @@ def test_excluding_gpu_lift_keeps_the_gpu_bincount_only():
 def test_one_decorator_per_lifter_and_one_pass():
     from aesara.compile import optdb
 
-    # the table's lifter (every entry of aesara_bincount_core.gpu.table), shapes, Elemwise
+    # the table's lifter (every entry of aesara_bincount_core.gpu.table), shapes, Elemwise,
+    # and Scan (aesara_bincount.gpu.scan, issue 39)
     assert [r.fn.__name__ for r in lifting.LIFTERS] == [
-        "local_gpu_lift_table", "local_gpu_lift_shape", "local_gpu_lift_elemwise"]  # fmt: skip
+        "local_gpu_lift_table", "local_gpu_lift_shape", "local_gpu_lift_elemwise", "local_gpu_lift_scan"]  # fmt: skip
     assert optdb["gpu_lift"] is lifting.gpu_lift and optdb.__position__["gpu_lift"] == 48.4
 
 

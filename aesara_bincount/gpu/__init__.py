@@ -36,6 +36,7 @@ from aesara.compile.sharedvalue import shared_constructor
 from aesara.tensor import _as_tensor_variable
 
 from aesara_bincount.gpu import call_end, fusion, inplace_guard, lifting, multi_gather, rewriting  # noqa: F401 (registers the rewrites)
+from aesara_bincount.gpu import scan  # noqa: F401, E402 (issue 39: the Scan lifter)
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, availability, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount

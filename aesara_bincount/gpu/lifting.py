@@ -270,10 +270,21 @@ def lift_node(node, check_only: bool = False):
 #: The walk: the multi-index gather first (so that ``dot(X, W)[arange(n), a]``
 #: is seen on the GPU data the lifting made), then the lifters; the GPU
 #: bincount and scatter-add rewrites walk with them, so that the nodes after a
-#: ``GpuBincount`` see its GPU result.
-_walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
-               local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
-               name="gpu_lift_walk")  # fmt: skip
+#: ``GpuBincount`` see its GPU result.  Issue 39 (scan): made from LIFTERS when
+#: the pass first runs (:func:`_the_walk`), so that the lifters of modules
+#: imported after this one (``aesara_bincount.gpu.scan``) walk too.
+_walk = None
+
+
+def _the_walk():
+    """The walk over the lifters registered so far (made again when one was added)."""
+    global _walk
+    if _walk is None or _walk.n_lifters != len(LIFTERS):
+        _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
+                       local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
+                       name="gpu_lift_walk")  # fmt: skip
+        _walk.n_lifters = len(LIFTERS)
+    return _walk
 
 
 class GpuLift(GraphRewriter):
@@ -288,16 +299,16 @@ class GpuLift(GraphRewriter):
 
     def add_requirements(self, fgraph):
         _fusion.add_requirements(fgraph)
-        _walk.add_requirements(fgraph)
+        _the_walk().add_requirements(fgraph)
 
     def apply(self, fgraph):
         if not any(isinstance(node.op, HostFromGpu) for node in fgraph.apply_nodes):
             return
         if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
             _fusion.apply(fgraph)
-        _walk.apply(fgraph)
+        _the_walk().apply(fgraph)
         if place_host_values(fgraph, lift_node):
-            _walk.apply(fgraph)
+            _the_walk().apply(fgraph)
         lift_host_arguments(fgraph)
 
 

@@ -105,6 +105,8 @@ def place_host_values(fgraph, lift_node) -> bool:
             new = None
             if v.owner is None and not isinstance(v, Constant):
                 continue  # an input of the function: copied once per call, at its start
+            if v.owner is not None and isinstance(v.owner.op, HostFromGpu):
+                continue  # issue 39 (scan): a round trip, removed below (not a fill of one element)
             source = v.owner is not None and getattr(gpu_entry(v.owner.op), "source", False)
             if isinstance(v, Constant):
                 new = gpu_constant(v)

@@ -19,8 +19,10 @@ import sys
 from typing import List, Optional, TextIO
 
 from aesara.compile.function.types import Function
+from aesara.scan.op import Scan
 from aesara.tensor.elemwise import Elemwise
 
+from aesara_bincount.gpu.scan import loop_input_reason, loop_output_reason, scan_problem
 from aesara_bincount_core.gpu.table import gpu_entry, gpu_problem
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
 from aesara_bincount_core.op import Bincount
@@ -51,15 +53,21 @@ class Transfer:
         GPU (else the node that makes the value copied).
     reason : str
         Why ``cause`` runs on the host.
+    loop : aesara.graph.basic.Apply or None
+        The ``Scan`` (or ``GpuScan``) node whose inner graph holds the copy,
+        which then happens at every step of the loop; None for a copy of the
+        function's own graph (issue 39).
     """
 
     direction: str
     node: object
     cause: object
     reason: str
+    loop: object = None
 
     def __str__(self):
-        return f"{self.direction} for {self.cause.op}: {self.reason}"
+        where = "" if self.loop is None else f"inside {self.loop.op}, at every step: "
+        return f"{where}{self.direction} for {self.cause.op}: {self.reason}"
 
 
 def _own_rewrite_problem(node) -> Optional[str]:
@@ -97,6 +105,8 @@ def why_on_host(node, fgraph=None) -> str:
         on the host"``.
     """
     name = type(node.op).__name__
+    if isinstance(node.op, Scan):  # issue 39
+        return scan_problem(node)
     if type(node.op) is Elemwise:
         try:
             from aesara_bincount_core.gpu.elemwise import gpu_elemwise_problem
@@ -149,7 +159,11 @@ def inner_transfers(f: Function) -> List[Transfer]:
 
     A ``GpuFromHost`` of a graph input (the user's host argument) and a
     ``HostFromGpu`` whose result only goes to the function's outputs are
-    the user's copies, not listed.
+    the user's copies, not listed.  The copies inside the compiled inner
+    graph of each ``Scan`` follow those of the graph that holds it
+    (``Transfer.loop`` names the scan): there, a slice, state or
+    non-sequence copied to the GPU and a result copied to the host are
+    copies of every step.
 
     Parameters
     ----------
@@ -159,13 +173,26 @@ def inner_transfers(f: Function) -> List[Transfer]:
     -------
     list of Transfer
     """
-    fgraph = f.maker.fgraph
+    return _graph_transfers(f.maker.fgraph, None)
+
+
+def _graph_transfers(fgraph, loop) -> List[Transfer]:
+    """The transfers of ``fgraph``, a function's graph (``loop`` None) or the
+    compiled inner graph of the scan node ``loop``, then those of its loops."""
     found = []
     for node in fgraph.toposort():
         if isinstance(node.op, HostFromGpu):
             for client, _ in fgraph.clients[node.outputs[0]]:
-                if not _is_function_copy(fgraph, client):
-                    found.append(Transfer("GPU -> host", node, client, why_on_host(client, fgraph)))
+                if loop is not None and _is_function_copy(fgraph, client):  # issue 39: each step's
+                    out = node.outputs[0] if client == "output" else client.outputs[0]
+                    reason = loop_output_reason(loop, fgraph, out)
+                    found.append(Transfer("GPU -> host", node, loop, reason, loop))
+                elif not _is_function_copy(fgraph, client):
+                    found.append(Transfer("GPU -> host", node, client, why_on_host(client, fgraph), loop))
+        elif isinstance(node.op, GpuFromHost) and node.inputs[0].owner is None and loop is not None:
+            # issue 39: a slice, state or non-sequence that the loop passes on the host
+            reason = loop_input_reason(loop, fgraph, node.inputs[0])
+            found.append(Transfer("host -> GPU", node, loop, reason, loop))
         elif isinstance(node.op, GpuFromHost) and node.inputs[0].owner is not None:
             # The node that took the data off the GPU caused the copy back.
             producer = node.inputs[0].owner
@@ -173,7 +200,10 @@ def inner_transfers(f: Function) -> List[Transfer]:
             reason = why_on_host(cause, fgraph)
             if cause is not producer:
                 reason += f" (its result comes back through {producer.op} on the host)"
-            found.append(Transfer("host -> GPU", node, cause, reason))
+            found.append(Transfer("host -> GPU", node, cause, reason, loop))
+    for node in fgraph.toposort():
+        if isinstance(node.op, Scan):  # issue 39: the copies inside the loops
+            found += _graph_transfers(node.op.fn.maker.fgraph, node)
     return found
 
 

@@ -16,7 +16,7 @@ its Ops (``aesara/link/jax/dispatch/`` has one module per group too):
 - :mod:`.subtensor`: ``IncSubtensor`` (inc and set, slices and integers),
   ``AdvancedSubtensor`` and ``AdvancedIncSubtensor`` (any mix of integer
   arrays and slices, checked on the device);
-- :mod:`.shape`: ``SpecifyShape`` (the array itself, its shape checked);
+- :mod:`.shape`: ``SpecifyShape`` (the array itself, its shape checked), ``Unbroadcast``;
 - :mod:`.raise_op`: ``Assert``, ``CheckAndRaise`` (host conditions on the
   host, GPU conditions on the device, read with the call's status);
 - :mod:`.linear_index`: ``LinearIndex`` (several index arrays made one,

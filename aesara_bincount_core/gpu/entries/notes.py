@@ -21,7 +21,9 @@ note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays on the leadi
      "the rows of the reshaped GPU array (GpuAdvancedSubtensor1, GpuScatterAdd, GpuScatterSet)")
 note("GpuCallStatus, GpuIndexCheck, GpuCallEnd", GPU,
      "the call's status: checks on the device, read once with the results for the host (one wait)")
-note("Scan", HOST, "loops of GPU data are the next step")
+note("Scan", GPU, "GpuScan (its own lifter, aesara_bincount.gpu.scan): the inner graph through the same "
+     "rewrites, the loop's GPU inputs, states and stacked results on the GPU; a while loop's condition is "
+     "read on the host at every step")
 note("LogSoftmaxGrad", "-", "not an Op in Aesara 2.9.4: LogSoftmax's gradient is Softmax and Elemwise nodes")
 note("Clip", GPU, "an Elemwise of the scalar Clip in Aesara 2.9.4: GpuElemwise")
 note("SearchsortedOp with a sorter", HOST, "CuPy's take would wrap a sorter index out of range where "
