@@ -305,6 +305,42 @@ def reference_linear_index(dims, indices):
     return flat, np.asarray(bshape, dtype=np.int64)
 
 
+def reference_multi_index_scatter_add(base, increments, dims, indices, *, onto: str = "base",
+                                      inplace: bool = False):
+    """NumPy reference of :class:`~aesara_bincount_core.multi_scatter_add.MultiIndexScatterAdd`.
+
+    :func:`reference_scatter_add` of ``base`` at the rows
+    :func:`reference_linear_index` names, with the increments broadcast to
+    ``(*B, *rest)`` first; the errors and their order are theirs (a negative
+    dimension of a zero-filled base first).
+
+    Parameters
+    ----------
+    base : ndarray ``(V, *rest)``, or the shape ``(V, *rest)`` (``onto="zeros"``)
+    increments : ndarray, broadcastable to ``(*B, *rest)``
+    dims : sequence of K ints, whose product should be ``V``
+    indices : sequence of K integer ndarrays, broadcast together to ``B``
+    onto : {"base", "zeros"}
+    inplace : bool
+
+    Returns
+    -------
+    ndarray, shape ``(V, *rest)``
+    """
+    if onto == "zeros":
+        shape = tuple(int(d) for d in np.asarray(base).reshape(-1))
+        if any(d < 0 for d in shape):
+            raise ValueError(_msg("BC_MSG_ZEROS_SHAPE", shape_text(shape)))
+    else:
+        shape = np.asarray(base).shape
+    flat, bshape = reference_linear_index(dims, indices)
+    increments = np.asarray(increments)
+    target = tuple(int(b) for b in bshape) + tuple(shape[1:])
+    _check_rows_broadcast(increments, target)
+    rows = np.broadcast_to(increments, target).reshape((len(flat),) + tuple(shape[1:]))
+    return reference_scatter_add(base, rows, flat, onto=onto, inplace=inplace)
+
+
 # -- the scatter-set of rows (ScatterSet) --------------------------------------
 #: dtypes of a scatter-set's base and values (elements are copied: bool too).
 SET_DTYPES = OUT_DTYPES + ("bool",)
