@@ -194,9 +194,13 @@ class FusedBincount(Bincount):
 
     @staticmethod
     def _check_group(name, what, sop, ins) -> str:
-        for v in ins:
-            if v.type.ndim not in (0, 1):
-                raise TypeError(f"{name}: the inputs of {what} must have 0 or 1 dimension(s), got {v.type}")
+        dims = {v.type.ndim for v in ins} - {0}
+        several = sop is not None and len(dims) == 1 and min(dims) >= 2
+        if not (dims <= {1} or several):
+            raise TypeError(
+                f"{name}: the inputs of {what} must have 0 or 1 dimension(s) (or, for an "
+                f"elementwise graph, 0 or one number of two or more), got {[v.type for v in ins]}"
+            )
         if sop is None:
             if ins[0].type.ndim != 1 and what == "x":
                 raise TypeError(f"{name}: x must be a 1-D tensor, got {ins[0].type}")
@@ -205,7 +209,7 @@ class FusedBincount(Bincount):
         got = [v.type.dtype for v in ins]
         if want != got:
             raise TypeError(f"{name}: the inputs of {what} must have dtypes {want}, got {got}")
-        if not any(v.type.ndim == 1 for v in ins):
+        if not any(v.type.ndim >= 1 for v in ins):
             raise TypeError(f"{name}: the inputs of {what} must include a vector")
         return sop.fgraph.outputs[0].type.dtype
 
@@ -218,13 +222,15 @@ class FusedBincount(Bincount):
             # gradient in Aesara 2.9; its nodes do).
             if sop is None:
                 return ins[0]
-            memo = dict(zip(sop.fgraph.inputs, [v if v.type.ndim == 1 else v.dimshuffle("x") for v in ins]))
+            nd = max(v.type.ndim for v in ins)
+            memo = dict(zip(sop.fgraph.inputs, [v if v.type.ndim else v.dimshuffle(*["x"] * nd) for v in ins]))
             for node in sop.fgraph.toposort():
                 args = [memo[i] if i in memo else as_tensor_variable(np.asarray(i.data, i.type.dtype))
                         for i in node.inputs]
                 for o, r in zip(node.outputs, Elemwise(node.op)(*args, return_list=True)):
                     memo[o] = r
-            return memo[sop.fgraph.outputs[0]]
+            out = memo[sop.fgraph.outputs[0]]
+            return out.flatten() if nd > 1 else out
 
         x = build(self.x_op, x_ins)
         w = build(self.w_op, w_ins) if self.weighted else None
@@ -236,6 +242,21 @@ class FusedBincount(Bincount):
         def compute(sop, arrays, variables):
             if sop is None:
                 return arrays[0]
+            nd = max(v.type.ndim for v in variables)
+            if nd > 1:
+                # Several dimensions: broadcast NumPy style, flattened in C order.
+                enode = Elemwise(sop).make_node(
+                    *[TensorType(v.type.dtype, shape=v.type.shape if v.type.ndim else (1,) * nd)()
+                      for v in variables]
+                )
+                arrays = [np.asarray(a).reshape((1,) * nd) if np.ndim(a) == 0 else np.asarray(a) for a in arrays]
+                try:
+                    np.broadcast_shapes(*[a.shape for a in arrays])
+                except ValueError as exc:
+                    raise ValueError(f"{type(self).__name__}: the inputs of an elementwise graph do not broadcast: {exc}")
+                storage = [[None]]
+                enode.op.perform(enode, arrays, storage)
+                return np.asarray(storage[0][0]).reshape(-1)
             enode = Elemwise(sop).make_node(
                 *[TensorType(v.type.dtype, shape=(None,) if v.type.ndim else (1,))() for v in variables]
             )
@@ -299,6 +320,7 @@ class FusedBincount(Bincount):
             defs[f"BC_FUSED_{tag}(i, dst)"] = code[1]
             support.append(code[2].support)
             versions.append(code[2].version)
+        defs["BC_F_ROW_SCALARS"] = "{" + ", ".join(str(int(_row_scalar(v))) for v in node.inputs) + "}"
         defs["BC_SCALAR_ERRORS"] = "{" + ", ".join(
             f'{{&PyExc_{exc}, "{msg}"}}' for exc, msg in scalar_codegen.SCALAR_ERRORS
         ) + "}"
@@ -336,6 +358,12 @@ class FusedBincount(Bincount):
         return self.c_code_cache_version() + tuple(versions)
 
 
+def _row_scalar(v) -> bool:
+    """Is ``v`` an input of several dimensions read once per row (its last axis
+    has length 1 by its type: ``base[:, None]``)?"""
+    return v.type.ndim >= 2 and v.type.broadcastable[-1]
+
+
 def _scalar_group(sop, ins, first: int, tag: str, name: str):
     """``(locals, body macro text, ScalarCode)`` of a scalar graph whose inputs
     are node inputs ``first ...``; ``tag`` ("x" or "w") prefixes variables,
@@ -343,7 +371,7 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
     decls, reads = [], []
     for k, v in enumerate(ins):
         j, t = first + k, _c_type(v.type.dtype)
-        if v.type.ndim == 1:
+        if v.type.ndim >= 1 and not _row_scalar(v):
             decls.append(f"const {t} *BC_RESTRICT bc_{tag}p{j} = (const {t} *)(in)[{j}];")
             reads.append(f"const {t} bc_{tag}a{k} = bc_{tag}p{j}[i];")
         else:

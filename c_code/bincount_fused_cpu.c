@@ -20,7 +20,10 @@
  * 0), then n (minlength, or the histogram length), then the inputs of the
  * weights (the weights themselves when BC_FW_FUSED is 0; none when
  * BC_WEIGHTED is 0).  Each is 0-d (read once) or 1-D (read element by
- * element); the 1-D inputs of one group must have one length, N for x.
+ * element); the 1-D inputs of one group must have one length, N for x.  A
+ * group of an elementwise graph may instead have inputs of several
+ * dimensions, broadcasting among them, whose result is flattened in C order
+ * (bincount_fused_cpu_nd.h); then N is the size of x's broadcast shape.
  * Returns 0, or -1 with a Python exception set (*out then unchanged).
  *
  * What the Op generates (each has a default in bincount_fused_cpu_loops.h, so
@@ -36,7 +39,11 @@
  *     only record the failure (workers never call Python), and the calling
  *     thread's serial scan raises error `code` of BC_SCALAR_ERRORS;
  *   BC_SCALAR_ERRORS: the initializer of {&PyExc_..., "message"} pairs of
- *     scalar_codegen.SCALAR_ERRORS.
+ *     scalar_codegen.SCALAR_ERRORS;
+ *   BC_F_ROW_SCALARS: the initializer of BC_NIN flags, 1 for an input of
+ *     several dimensions that the scalar code reads once per row (its last
+ *     axis has length 1 by its type).  Without it, no input has two or more
+ *     dimensions.
  *
  * Algorithm: see bincount_fused_cpu_loops.h.
  *
@@ -53,7 +60,7 @@
 #include "bincount_fused_cpu_loops.h"
 
 /* Merge task: out[b] = the sum of the histograms' bins b, in histogram
- * order, for the bins of task t. */
+ * order (the first one copied), for the bins of task t. */
 static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
 {
     BC_FCTX *ctx = (BC_FCTX *)arg;
@@ -62,11 +69,16 @@ static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
     npy_intp b;
     int hi;
     (void)part;
-    for (b = b0; b < b1; b++)
-        ctx->out[b] = 0;
     for (hi = 0; hi < ctx->nhists; hi++) {
         const BC_FHIST *h = &ctx->hists[hi];
-        const npy_intp end = h->cap < b1 ? h->cap : b1;
+        const npy_intp end = h->cap < b1 ? (h->cap > b0 ? h->cap : b0) : b1;
+        if (hi == 0) { /* the first histogram is copied: out is not zeroed first */
+            for (b = b0; b < end; b++)
+                ctx->out[b] = h->bins[b];
+            for (; b < b1; b++)
+                ctx->out[b] = 0;
+            continue;
+        }
         for (b = b0; b < end; b++)
             ctx->out[b] += h->bins[b];
     }
@@ -134,7 +146,9 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
         BC_FHIST *h = &ctx->hists[t];
         npy_intp b = h->cap;
         status = APPLY_SPECIFIC(bc_f_worse)(status, h->status);
-        while (!BC_F_TRACK_MAX && b > 0 && h->bins[b - 1] == 0)
+        /* The output has n bins at least: the last non-zero bin matters
+         * above n only (a histogram reserved to minlength has many zeros). */
+        while (!BC_F_TRACK_MAX && b > 0 && b > ctx->n && h->bins[b - 1] == 0)
             b--;
         if (!BC_F_TRACK_MAX && b > 0 && (npy_uint64)(b - 1) > h->max_seen)
             h->max_seen = (npy_uint64)(b - 1);
@@ -208,19 +222,28 @@ static PyArrayObject *APPLY_SPECIFIC(bc_f_own)(PyArrayObject *a, npy_intp len)
 int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
 {
     BC_FCTX ctx;
+    BC_FND nd;
     PyArrayObject *own[BC_NIN];
     PyArrayObject *res = NULL;
     long long n_arg;
-    npy_intp wlen = -1;
+    npy_intp wlen = -1, len;
     int k, status, rc = -1;
+    static const int row_scalar[BC_NIN] = BC_F_ROW_SCALARS;
 
     memset(&ctx, 0, sizeof(ctx));
+    memset(&nd, 0, sizeof(nd));
     memset(own, 0, sizeof(own));
+    nd.g[0].hi = BC_NX;
+    nd.g[1].lo = BC_WIN;
+    nd.g[1].hi = BC_WEIGHTED ? BC_NIN : BC_WIN;
+    for (k = 0; k < BC_NIN; k++)
+        nd.row_scalar[k] = row_scalar[k];
     if (bc_read_length(ins[BC_XIN], BC_SCATTER, &n_arg) != 0 ||
         bc_check_output_size((npy_intp)n_arg, ITEMSIZE_OUTPUT_0) != 0)
         return -1;
     ctx.n = (npy_intp)n_arg;
-    ctx.size = APPLY_SPECIFIC(bc_f_length)(ins, 0, BC_NX, "x");
+    len = APPLY_SPECIFIC(bc_f_nd_shape)(ins, &nd.g[0], "x");
+    ctx.size = len == -1 ? APPLY_SPECIFIC(bc_f_length)(ins, 0, BC_NX, "x") : len;
     if (ctx.size == -2)
         return -1;
     if (ctx.size < 0) {
@@ -228,7 +251,8 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
         return -1;
     }
 #if BC_WEIGHTED
-    wlen = APPLY_SPECIFIC(bc_f_length)(ins, BC_WIN, BC_NIN, "weights");
+    len = APPLY_SPECIFIC(bc_f_nd_shape)(ins, &nd.g[1], "weights");
+    wlen = len == -1 ? APPLY_SPECIFIC(bc_f_length)(ins, BC_WIN, BC_NIN, "weights") : len;
     if (wlen == -2)
         return -1;
     if (wlen >= 0 && bc_check_weights(BC_SCATTER, 1, (long long)wlen, (long long)ctx.size) != 0)
@@ -236,12 +260,21 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
     ctx.w_const = wlen < 0 || (wlen == 1 && ctx.size != 1);
 #endif
     for (k = 0; k < BC_NIN; k++) {
+        const BC_FGROUP *g = &nd.g[k < BC_XIN ? 0 : 1];
         if (k == BC_XIN)
             continue;
-        own[k] = APPLY_SPECIFIC(bc_f_own)(ins[k], k < BC_XIN ? ctx.size : wlen);
+        own[k] = g->nd ? APPLY_SPECIFIC(bc_f_nd_own)(ins[k], g, nd.row_scalar[k])
+                       : APPLY_SPECIFIC(bc_f_own)(ins[k], k < BC_XIN ? ctx.size : wlen);
         if (own[k] == NULL)
             goto done;
         ctx.in[k] = PyArray_DATA(own[k]);
+        nd.data[k] = PyArray_BYTES(own[k]);
+    }
+    for (k = 0; k < 2; k++) {
+        if (nd.g[k].nd) {
+            APPLY_SPECIFIC(bc_f_nd_layout)(&nd.g[k], own);
+            ctx.nd = &nd;
+        }
     }
     if (ctx.w_const && APPLY_SPECIFIC(bc_f_weight0)(&ctx) != 0)
         goto done;
@@ -292,3 +325,7 @@ done:
 #undef BC_F_NOMEM
 #undef BC_F_FAULT
 #undef BC_FUSED_LOOPS_DONE
+#undef BC_FUSED_ND_DONE
+#undef BC_FGROUP
+#undef BC_FND
+#undef BC_F_ROW_SCALARS

@@ -82,6 +82,7 @@ static int APPLY_SPECIFIC(mi_add_blocks)(SA_CTX *c, const LI_IDX *w)
     npy_uint64 block[MI_BLOCK];
     const char *inc0 = c->inc;
     const npy_intp ist = APPLY_SPECIFIC(li_row_stride)(w, LI_NIDX);
+    const int i64 = APPLY_SPECIFIC(mi_all_i64)(w);
     LI_ROW r;
     c->check = 0; /* the rows are folded, so in range */
     c->istride = ist;
@@ -91,7 +92,7 @@ static int APPLY_SPECIFIC(mi_add_blocks)(SA_CTX *c, const LI_IDX *w)
         npy_intp c0, j;
         for (c0 = 0; c0 < w->inner; c0 += MI_BLOCK) {
             const npy_intp len = w->inner - c0 < MI_BLOCK ? w->inner - c0 : MI_BLOCK;
-            if (APPLY_SPECIFIC(li_fold_row)(w, &r, c0, len, block))
+            if (APPLY_SPECIFIC(mi_fold)(w, &r, c0, len, block, i64))
                 return 1;
             if (c->rowlen == 0)
                 continue;
