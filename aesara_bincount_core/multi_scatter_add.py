@@ -10,7 +10,7 @@ from aesara.tensor.type import TensorType, discrete_dtypes
 from aesara_bincount_core.c_file_op import OpenMPCFileOp
 from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.scatter_add import ScatterAdd, check_scatter_props, static_length_vector
-from aesara_bincount_core.semantics import INDEX_DTYPES, reference_multi_index_scatter_add
+from aesara_bincount_core.semantics import INDEX_DTYPES, index_dtype_mask, reference_multi_index_scatter_add
 
 __all__ = ["MultiIndexScatterAdd"]
 
@@ -115,6 +115,7 @@ class MultiIndexScatterAdd(OpenMPCFileOp):
             "SA_INPLACE": int(self.inplace),
             "SA_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
             "LI_NIDX": len(node.inputs) - 3,
+            "LI_DTYPE_MASK": index_dtype_mask(i.type.dtype for i in node.inputs[3:]),
         }
 
     def make_node(self, base, increments, dims, *indices):

@@ -28,6 +28,13 @@ __all__ = [
 
 #: dtypes accepted for ``x`` (the values or indices).
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def index_dtype_mask(dtypes) -> int:
+    """The bits of ``dtypes`` in :data:`INDEX_DTYPES` order: the C code of the
+    multi-index Ops compiles the loops of these index dtypes only
+    (``LI_DTYPE_MASK`` of ``c_code/scatter_index_fold.h``)."""
+    return sum(1 << INDEX_DTYPES.index(d) for d in set(dtypes))
 #: dtypes of the output (and of the weights, which share it).
 OUT_DTYPES = INDEX_DTYPES + ("float32", "float64")
 #: ``"bincount"``: length ``max(max(x) + 1, minlength)``, negatives refused;

@@ -122,17 +122,44 @@
         return -1;                                                                             \
     } while (0)
 
-/* Dispatch on the index dtype `type` (one switch per block and axis). */
+/* The index dtypes a node's arrays can have, one bit each in the order
+ * int8, int16, int32, int64, uint8, uint16, uint32, uint64 (the Op defines
+ * it from its inputs' types: the other dtypes' loops are not compiled). */
+#ifndef LI_DTYPE_MASK
+#define LI_DTYPE_MASK 0xff
+#endif
+
+/* The canonical dtype code of an integer index array: NPY_INT8 ... NPY_UINT64
+ * by its size and signedness (an int64 array may also say NPY_LONGLONG). */
+static inline int APPLY_SPECIFIC(li_type_code)(PyArrayObject *a)
+{
+    static const int sgn[9] = {0, NPY_INT8, NPY_INT16, 0, NPY_INT32, 0, 0, 0, NPY_INT64};
+    static const int uns[9] = {0, NPY_UINT8, NPY_UINT16, 0, NPY_UINT32, 0, 0, 0, NPY_UINT64};
+    const npy_intp size = PyArray_ITEMSIZE(a);
+    if (size < 1 || size > 8)
+        return NPY_UINT64;
+    return PyArray_ISSIGNED(a) ? sgn[size] : uns[size];
+}
+
+/* Dispatch on the canonical index dtype `type` (one switch per block and
+ * axis); a dtype outside LI_DTYPE_MASK does nothing (it cannot occur). */
+#define LI_CASE(CODE, BIT, T, S, MACRO)                                                        \
+    case CODE:                                                                                 \
+        if (LI_DTYPE_MASK & (BIT))                                                             \
+            MACRO(T, S);                                                                       \
+        break;
 #define LI_SWITCH(MACRO)                                                                       \
     switch (type) {                                                                            \
-    case NPY_INT8: MACRO(npy_int8, 1); break;                                                  \
-    case NPY_INT16: MACRO(npy_int16, 1); break;                                                \
-    case NPY_INT32: MACRO(npy_int32, 1); break;                                                \
-    case NPY_INT64: MACRO(npy_int64, 1); break;                                                \
-    case NPY_UINT8: MACRO(npy_uint8, 0); break;                                                \
-    case NPY_UINT16: MACRO(npy_uint16, 0); break;                                              \
-    case NPY_UINT32: MACRO(npy_uint32, 0); break;                                              \
-    default: MACRO(npy_uint64, 0); break;                                                      \
+        LI_CASE(NPY_INT8, 1, npy_int8, 1, MACRO)                                               \
+        LI_CASE(NPY_INT16, 2, npy_int16, 1, MACRO)                                             \
+        LI_CASE(NPY_INT32, 4, npy_int32, 1, MACRO)                                             \
+        LI_CASE(NPY_INT64, 8, npy_int64, 1, MACRO)                                             \
+        LI_CASE(NPY_UINT8, 16, npy_uint8, 0, MACRO)                                            \
+        LI_CASE(NPY_UINT16, 32, npy_uint16, 0, MACRO)                                          \
+        LI_CASE(NPY_UINT32, 64, npy_uint32, 0, MACRO)                                          \
+        LI_CASE(NPY_UINT64, 128, npy_uint64, 0, MACRO)                                         \
+    default:                                                                                   \
+        break;                                                                                 \
     }
 
 /* LI_FOLD for the index dtype `type`; returns 1 when an index was bad. */
@@ -238,7 +265,7 @@ static int APPLY_SPECIFIC(li_setup)(LI_IDX *w, PyArrayObject **ix, const npy_int
         }
         w->dims[a] = dims[a];
         w->data[a] = PyArray_BYTES(ix[a]);
-        w->type[a] = PyArray_TYPE(ix[a]);
+        w->type[a] = APPLY_SPECIFIC(li_type_code)(ix[a]);
     }
     if (APPLY_SPECIFIC(li_broadcast)(ix, LI_NIDX, &w->bnd, w->bshape) != 0)
         return -1;
@@ -257,6 +284,7 @@ static int APPLY_SPECIFIC(li_setup)(LI_IDX *w, PyArrayObject **ix, const npy_int
     w->nd = w->bnd;
     for (k = 0; k < w->bnd; k++)
         w->shape[k] = w->bshape[k];
+    w->inner = w->total == 0 ? 0 : w->bnd > 0 ? w->bshape[w->bnd - 1] : 1; /* until li_merge */
     /* Broadcast strides: 0 along a missing or length-1 axis. */
     for (a = 0; a < LI_NIDX; a++) {
         const int lead = w->bnd - PyArray_NDIM(ix[a]);
@@ -328,7 +356,7 @@ static int APPLY_SPECIFIC(li_next_row)(const LI_IDX *w, LI_ROW *r)
 {
     int k, a;
     r->pos += w->inner;
-    if (r->pos >= w->total)
+    if (w->inner <= 0 || r->pos >= w->total)
         return 0;
     for (k = w->nd - 2; k >= 0; k--) {
         for (a = 0; a < LI_NWALK; a++)

@@ -155,7 +155,7 @@ MI_DEFINE_FAST(npy_int64, mi_fast_i64)
 MI_DEFINE_FAST(npy_uint8, mi_fast_u8)
 MI_DEFINE_FAST(npy_uint16, mi_fast_u16)
 MI_DEFINE_FAST(npy_uint32, mi_fast_u32)
-MI_DEFINE_FAST(npy_uint64, mi_fast_u64)
+MI_DEFINE_FAST(npy_uint64, mi_fast_u64) /* those of dtypes outside LI_DTYPE_MASK are never called */
 
 /* Count `len` values of dtype T (at p, byte stride st) into h, of `cap`
  * counters (a power of two at or above d): contiguous values through the
@@ -194,16 +194,24 @@ static int APPLY_SPECIFIC(mi_row_count)(int type, const char *p, npy_intp st, np
     const npy_uint64 ud = (npy_uint64)d, ucap = (npy_uint64)cap, mask = ucap - 1;
     npy_uint64 acc = 0;
     npy_intp k;
+#define MI_CASE(CODE, BIT, T, S, FAST)                                                         \
+    case CODE:                                                                                 \
+        if (LI_DTYPE_MASK & (BIT))                                                             \
+            MI_ROW_COUNT(T, S, FAST);                                                          \
+        break;
     switch (type) {
-    case NPY_INT8: MI_ROW_COUNT(npy_int8, 1, mi_fast_i8); break;
-    case NPY_INT16: MI_ROW_COUNT(npy_int16, 1, mi_fast_i16); break;
-    case NPY_INT32: MI_ROW_COUNT(npy_int32, 1, mi_fast_i32); break;
-    case NPY_INT64: MI_ROW_COUNT(npy_int64, 1, mi_fast_i64); break;
-    case NPY_UINT8: MI_ROW_COUNT(npy_uint8, 0, mi_fast_u8); break;
-    case NPY_UINT16: MI_ROW_COUNT(npy_uint16, 0, mi_fast_u16); break;
-    case NPY_UINT32: MI_ROW_COUNT(npy_uint32, 0, mi_fast_u32); break;
-    default: MI_ROW_COUNT(npy_uint64, 0, mi_fast_u64); break;
+        MI_CASE(NPY_INT8, 1, npy_int8, 1, mi_fast_i8)
+        MI_CASE(NPY_INT16, 2, npy_int16, 1, mi_fast_i16)
+        MI_CASE(NPY_INT32, 4, npy_int32, 1, mi_fast_i32)
+        MI_CASE(NPY_INT64, 8, npy_int64, 1, mi_fast_i64)
+        MI_CASE(NPY_UINT8, 16, npy_uint8, 0, mi_fast_u8)
+        MI_CASE(NPY_UINT16, 32, npy_uint16, 0, mi_fast_u16)
+        MI_CASE(NPY_UINT32, 64, npy_uint32, 0, mi_fast_u32)
+        MI_CASE(NPY_UINT64, 128, npy_uint64, 0, mi_fast_u64)
+    default:
+        break;
     }
+#undef MI_CASE
     for (k = d; k < cap; k++) /* values in [d, cap) passed the group test */
         acc |= h[k];
     return acc != 0;
