@@ -269,6 +269,7 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
             goto done;
         ctx.in[k] = PyArray_DATA(own[k]);
         nd.data[k] = PyArray_BYTES(own[k]);
+        nd.step[k] = nd.row_scalar[k] || PyArray_NDIM(own[k]) == 0 ? 0 : PyArray_ITEMSIZE(own[k]);
     }
     for (k = 0; k < 2; k++) {
         if (nd.g[k].nd) {

@@ -68,6 +68,8 @@ typedef struct {
     BC_FGROUP g[2];
     const char *data[BC_NIN];           /* the inputs' data, as they were passed to the loops */
     int row_scalar[BC_NIN];             /* read once per row (BC_F_ROW_SCALARS) */
+    npy_intp step[BC_NIN];              /* bytes between the elements the loops read as p[i]
+                                           (0: read once, a 0-d or row-scalar input) */
     int any;                            /* a group of several dimensions */
 } BC_FND;
 
@@ -189,11 +191,11 @@ static npy_intp APPLY_SPECIFIC(bc_f_segment)(const BC_FND *nd, npy_intp i, npy_i
                 off += (rest % g->shape[d]) * g->st[k][d];
                 rest /= g->shape[d];
             }
-            if (nd->row_scalar[k] || g->st[k][g->nd - 1] == 0)
+            if (nd->step[k] == 0)
                 in[k] = nd->data[k] + off;
             else /* so that p[i] is the element at position i of this row */
                 in[k] = (const void *)((npy_uintp)nd->data[k] + (npy_uintp)off -
-                                       (npy_uintp)first * (npy_uintp)g->st[k][g->nd - 1]);
+                                       (npy_uintp)first * (npy_uintp)nd->step[k]);
         }
     }
     return end;

@@ -60,6 +60,18 @@ def test_per_row_offsets_in_every_flatten():
         fused(bv, bad)
     with pytest.raises(ValueError):  # shapes that do not broadcast, as the Elemwise
         fused(bv[:3], iv)
+    _assert_same_outcome(fused, unfused, bv, iv[:, :1])  # rows of one position
+
+
+def test_lengths_of_one_that_only_the_values_have():
+    # A matrix whose last axis has length 1 when the function runs (its type
+    # says nothing): broadcast against the other's rows, as the Elemwise does
+    # (c[None, :] broadcasts by its type, so the flatten stays for this fusion).
+    a, b, c = at.lmatrix("a"), at.lmatrix("b"), at.lvector("c")
+    fused, unfused = _fused([a, b, c], bincount((c[None, :] + a * 4 + b).ravel()))
+    av, bv, cv = RNG.integers(0, 3, (5, 1)), RNG.integers(0, 4, (5, 6)), RNG.integers(0, 2, 6)
+    _same(fused(av, bv, cv), np.bincount((cv[None, :] + av * 4 + bv).ravel()))
+    _assert_same_outcome(fused, unfused, bv[:1], av, cv[:1])  # and along the first axis
 
 
 def test_batched_histogram_written_as_a_flat_bincount():
@@ -153,7 +165,10 @@ def test_random_broadcast_shapes_against_unfused(seed):
     b = at.tensor(dtype="int64", shape=tuple(1 if p else None for p in pats[1]))
     wv_t = at.tensor(dtype="float64", shape=(None,) * nd)
     out = bincount((a * 3 + b).ravel(), weights=(wv_t * 2.0).ravel(), minlength=4)
-    fused, unfused = _fused([a, b, wv_t], out)
+    # (Without broadcasting, fusion_views moves the flatten onto the inputs.)
+    fused = aesara.function([a, b, wv_t], out, mode=FUSED)
+    unfused = aesara.function([a, b, wv_t], out, mode=UNFUSED)
+    assert any(isinstance(n.op, FusedBincount) for n in fused.maker.fgraph.toposort())
     av = rng.integers(0, 3, tuple(1 if p else s for p, s in zip(pats[0], shape)))
     bv = rng.integers(0, 3, tuple(1 if p else s for p, s in zip(pats[1], shape)))
     wv = rng.standard_normal(shape)
