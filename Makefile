@@ -108,11 +108,14 @@ $(BENCH_STAMP): $(STAMP)
 ## docs/_static/rows.png), then the grid and the busy-cores scenario, the table
 ## with the targets of issue 13 (benchmarks/results/cpu-dev.md / .json), the
 ## plots (docs/_static/) and the figures in README.rst, which name both runs:
-## every plot is redrawn from the run whose figures the README shows.
+## every plot is redrawn from the run whose figures the README shows; then the
+## multi-index scatter-adds against numpy, Aesara, numba and torch, with the
+## CPU model (benchmarks/results/scatter-dev.md / .json).
 ROWS_NAME ?= rows-dev
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_rows.py --plot --name $(ROWS_NAME) $(ROWS_BENCH_ARGS)
 	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
+	$(PY) benchmarks/bench_scatter.py --json benchmarks/results/scatter-dev.json --md benchmarks/results/scatter-dev.md
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)

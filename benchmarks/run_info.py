@@ -87,6 +87,42 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_identity() -> Dict[str, object]:
+    """The CPU as the benchmark tables name it: model name, family, model, AVX-512.
+
+    Read from ``/proc/cpuinfo`` (its first processor); ``family`` and
+    ``model`` are None and ``avx512`` False where it does not say.  The loops'
+    lead over a peer's can depend on the microarchitecture (issue 41), so every
+    figure of ``bench_scatter.py`` is recorded with it.
+    """
+    info: Dict[str, object] = {"name": cpu_name(), "family": None, "model": None, "avx512": False}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor only
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "cpu family":
+                    info["family"] = int(value)
+                elif key == "model":
+                    info["model"] = int(value)
+                elif key == "flags":
+                    info["avx512"] = "avx512f" in value.split()
+    except (OSError, ValueError):
+        pass
+    return info
+
+
+def cpu_words(cpu: Dict[str, object]) -> str:
+    """:func:`cpu_identity` in words: "AMD EPYC (family 25, model 17, AVX-512)"."""
+    parts = []
+    if cpu.get("family") is not None:
+        parts += [f"family {cpu['family']}", f"model {cpu.get('model')}"]
+    parts.append("AVX-512" if cpu.get("avx512") else "no AVX-512")
+    return f"{cpu.get('name')} ({', '.join(parts)})"
+
+
 def run_words(machine: dict) -> str:
     """The run's date, time and load average in words, as plots and README print them."""
     when = str(machine.get("date", "date unknown"))

@@ -173,6 +173,66 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
     return BC_F_OK;
 }
 
+/* One thread, with the number of bins known (the scatter-add form, or a
+ * minlength): count straight into the output, allocated zero-filled with the
+ * histogram's capacity (the power of two at or above n, as bc_f_reserve
+ * gives) and cut to its length at the end, so that no histogram is zeroed
+ * and copied out.  BC_F_BAIL when a value needs more bins than that (the
+ * call then runs bc_f_run).  The status; on BC_F_OK *res is the output. */
+static int APPLY_SPECIFIC(bc_f_run_direct)(BC_FCTX *ctx, PyArrayObject **res)
+{
+    npy_intp cap = 64, nbins = ctx->n;
+    PyArrayObject *out;
+    BC_FHIST *h;
+    int status;
+    while (cap < ctx->n)
+        cap *= 2;
+    out = bc_new_zeros(cap, TYPENUM_OUTPUT_0);
+    if (out == NULL)
+        return BC_F_NOMEM;
+    ctx->hists = (BC_FHIST *)calloc(1, sizeof(BC_FHIST));
+    if (ctx->hists == NULL) {
+        Py_DECREF(out);
+        return BC_F_NOMEM;
+    }
+    ctx->per_task = 0;
+    ctx->ntasks = 1;
+    ctx->nhists = 1;
+    ctx->limit = cap;
+    ctx->stop = 0;
+    h = &ctx->hists[0];
+    h->bins = (BC_ACC_T *)PyArray_DATA(out);
+    h->cap = cap;
+    APPLY_SPECIFIC(bc_f_task)(ctx, 0, 0);
+    h->bins = NULL; /* the output's: not freed with the histograms */
+    status = h->status;
+    if (status == BC_F_OK && !BC_SCATTER) {
+        npy_intp b = cap;
+        while (!BC_F_TRACK_MAX && b > ctx->n && ((const BC_ACC_T *)PyArray_DATA(out))[b - 1] == 0)
+            b--;
+        if (!BC_F_TRACK_MAX && b > ctx->n)
+            h->max_seen = (npy_uint64)(b - 1);
+        if (h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
+            nbins = (npy_intp)h->max_seen + 1;
+    }
+    if (status == BC_F_OK && nbins < cap) {
+        PyArray_Dims dims;
+        PyObject *done;
+        dims.ptr = &nbins;
+        dims.len = 1;
+        done = PyArray_Resize(out, &dims, 0, NPY_CORDER); /* shrinks the buffer in place */
+        if (done == NULL)
+            status = BC_F_NOMEM;
+        Py_XDECREF(done);
+    }
+    if (status != BC_F_OK) {
+        Py_DECREF(out);
+        return status;
+    }
+    *res = out;
+    return BC_F_OK;
+}
+
 /* The common length of the 1-D inputs ins[lo:hi) (-1 if none), or -2 with a
  * ValueError set when they differ; a vector of length 1 broadcasts to the
  * others' length, as in Aesara's Elemwise.  `what` names the group. */
@@ -227,7 +287,7 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
     PyArrayObject *res = NULL;
     long long n_arg;
     npy_intp wlen = -1, len;
-    int k, status, rc = -1;
+    int k, nt, status = BC_F_OK, rc = -1;
     static const int row_scalar[BC_NIN] = BC_F_ROW_SCALARS;
 
     memset(&ctx, 0, sizeof(ctx));
@@ -284,7 +344,14 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
         rc = res == NULL ? -1 : 0;
         goto done;
     }
-    status = APPLY_SPECIFIC(bc_f_run)(&ctx, APPLY_SPECIFIC(bc_f_threads)(ctx.size), &res);
+    nt = APPLY_SPECIFIC(bc_f_threads)(ctx.size);
+    if (nt == 1 && ctx.n > 0) {
+        status = APPLY_SPECIFIC(bc_f_run_direct)(&ctx, &res);
+        if (status == BC_F_BAIL) /* more bins than n's power of two: the general way */
+            APPLY_SPECIFIC(bc_f_free)(&ctx);
+    }
+    if (nt > 1 || ctx.n <= 0 || status == BC_F_BAIL)
+        status = APPLY_SPECIFIC(bc_f_run)(&ctx, nt, &res);
     if (status == BC_F_BAIL) {
         APPLY_SPECIFIC(bc_f_free)(&ctx);
         status = APPLY_SPECIFIC(bc_f_run)(&ctx, 1, &res);

@@ -187,10 +187,12 @@ static npy_intp APPLY_SPECIFIC(bc_f_segment)(const BC_FND *nd, npy_intp i, npy_i
         for (k = g->lo; k < g->hi; k++) {
             npy_intp off = 0;
             rest = row;
-            for (d = g->nd - 2; d >= 0; d--) {
+            for (d = g->nd - 2; d > 0; d--) {
                 off += (rest % g->shape[d]) * g->st[k][d];
                 rest /= g->shape[d];
             }
+            if (g->nd >= 2) /* the outermost axis: rest is its index already */
+                off += rest * g->st[k][0];
             if (nd->step[k] == 0)
                 in[k] = nd->data[k] + off;
             else /* so that p[i] is the element at position i of this row */

@@ -82,7 +82,11 @@ def test_batched_histogram_written_as_a_flat_bincount():
     _same(fused(xv), np.bincount((np.arange(B)[:, None] * K + xv).ravel(), minlength=B * K))
     xv[4, 299] = K + 3  # beyond minlength: the output grows, as numpy's
     _same(fused(xv), np.bincount((np.arange(B)[:, None] * K + xv).ravel(), minlength=B * K))
+    xv[0, 0] = 200  # beyond the power of two above minlength (64): counted again, the general way
+    _same(fused(xv), np.bincount((np.arange(B)[:, None] * K + xv).ravel(), minlength=B * K))
     _assert_same_outcome(fused, unfused, xv)
+    xv[1, 7] = -9
+    _assert_same_outcome(fused, unfused, xv)  # -1: the error, from the one-thread pass
 
 
 def test_broadcast_weights_with_signed_zeros_and_nan():
