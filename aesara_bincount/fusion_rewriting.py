@@ -171,7 +171,10 @@ def local_bincount_fusion(fgraph, node):
     """Replace ``Bincount(Elemwise(...), n[, Elemwise(...)])`` by ``FusedBincount``.
 
     ``x``, the weights, or both are absorbed when they are the one output of
-    an ``Elemwise`` (a ``Composite`` of Aesara's fusion included) whose only
+    an ``Elemwise`` (a ``Composite`` of Aesara's fusion included), or the
+    flatten (``ravel``, ``flatten``, ``reshape((-1,))``) of one of two or
+    more dimensions whose inputs then keep their dimensions and broadcast
+    among themselves (``base[:, None] + idx``), whose only
     client is this node, whose scalar graph
     :func:`~aesara_bincount_core.fused.scalar_problem` accepts, and that has
     a vector input.  Finite non-negative constants of the Elemwise become

@@ -111,7 +111,15 @@ class FusedBincount(Bincount):
     graph's input.  The vectors of one graph must have one length, where a
     vector of length 1 broadcasts to the others' length as in Aesara's
     ``Elemwise`` (a copy of ``N`` elements); other lengths that differ raise
-    ``ValueError``, as ``Elemwise`` does.
+    ``ValueError``, as ``Elemwise`` does.  The inputs of a scalar graph may
+    instead have one number D >= 2 of dimensions (and 0-d ones): they
+    broadcast among themselves, NumPy style, to a shape ``S``, and the
+    graph's values are those of the flattened (C order) result, ``N =
+    prod(S)``: the flatten of an elementwise result (``bincount((base[:,
+    None] + idx).ravel())``) without writing it.  An input whose last axis
+    has length 1 by its type (``base[:, None]``) is read once per row of
+    ``S``; shapes that do not broadcast raise ``ValueError``.  ``x`` (and
+    the weights) given as such are vectors.
 
     The results, errors and sum-order notes are those of ``Bincount`` applied
     to the computed ``x`` and weights: a computed negative value raises
