@@ -286,6 +286,16 @@ def test_python_implementation_and_gradient_of_the_op():
     np.testing.assert_array_equal(got_g, want_g)
 
 
+def test_a_pickled_function_runs():
+    import pickle
+
+    y, p = at.lvectors("y", "p")
+    f = one_pass([y, p], at.inc_subtensor(at.zeros((3, 4), dtype="int64")[y, p], 1))
+    g = pickle.loads(pickle.dumps(f))
+    yv, pv = np.array([0, 2, 2, -1]), np.array([3, 0, 0, -4])
+    assert_same(g(yv, pv), add_at(np.zeros((3, 4), "int64"), 1, yv, pv))
+
+
 # -- grids (make test-long) ---------------------------------------------------------
 @pytest.mark.long
 @pytest.mark.parametrize("seed", range(12))
@@ -318,3 +328,4 @@ def test_random_forms_against_add_at(seed):
             bad[a].flat[int(rng.integers(0, bad[a].size))] = shape[a]
             with pytest.raises(IndexError):
                 f(base, inc, *bad)
+
