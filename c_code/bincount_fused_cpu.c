@@ -188,8 +188,10 @@ static int APPLY_SPECIFIC(bc_f_run_direct)(BC_FCTX *ctx, PyArrayObject **res)
     while (cap < ctx->n)
         cap *= 2;
     out = bc_new_zeros(cap, TYPENUM_OUTPUT_0);
-    if (out == NULL)
-        return BC_F_NOMEM;
+    if (out == NULL) { /* up to twice n bins: the general way may still fit */
+        PyErr_Clear();
+        return BC_F_BAIL;
+    }
     ctx->hists = (BC_FHIST *)calloc(1, sizeof(BC_FHIST));
     if (ctx->hists == NULL) {
         Py_DECREF(out);
