@@ -114,7 +114,9 @@ $(BENCH_STAMP): $(STAMP)
 ## every plot is redrawn from the run whose figures the README shows.  Each
 ## table names the CPU and the CPU plan its loops ran under (made, or read from
 ## Aesara's compile directory, when the run starts; AESARA_BINCOUNT_CPU_PLAN
-## forces one).
+## forces one); then the
+## multi-index scatter-adds against numpy, Aesara, numba and torch, with the
+## CPU model (benchmarks/results/scatter-dev.md / .json).
 ROWS_NAME ?= rows-dev
 SGD_NAME ?= sgd-dev
 bench: $(BENCH_STAMP)
@@ -122,6 +124,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_sgd.py --name $(SGD_NAME)
 	$(PY) benchmarks/bench_fusion.py --write fusion-dev
 	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
+	$(PY) benchmarks/bench_scatter.py --json benchmarks/results/scatter-dev.json --md benchmarks/results/scatter-dev.md
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_cpu.py --quick --name cpu-quick $(BENCH_ARGS)

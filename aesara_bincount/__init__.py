@@ -20,6 +20,8 @@ from aesara_bincount_core.scatter_add import ScatterAdd, scatter_add
 from aesara_bincount.bool_scatter import BoolScatterAddRefused, local_bool_scatter_add
 from aesara_bincount.multi_index import local_multi_index_scatter_add, match_multi_index
 from aesara_bincount_core.linear_index import LinearIndex
+from aesara_bincount_core.multi_scatter_add import MultiIndexScatterAdd
+from aesara_bincount.multi_index_one_pass import local_multi_index_one_pass
 from aesara_bincount.scatter_set_rewriting import local_scatter_set
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount.scatter_rewriting import (
@@ -64,6 +66,8 @@ __all__ = [
     "LinearIndex",
     "local_multi_index_scatter_add",
     "match_multi_index",
+    "MultiIndexScatterAdd",
+    "local_multi_index_one_pass",
     "ScatterSet",
     "local_scatter_set",
     "SparseUpdate",

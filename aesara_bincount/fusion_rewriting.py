@@ -25,6 +25,7 @@ from aesara.scalar import basic as aes
 from aesara.tensor.basic import get_scalar_constant_value
 from aesara.tensor.elemwise import DimShuffle, Elemwise
 from aesara.tensor.exceptions import NotScalarConstantError
+from aesara.tensor.shape import Reshape
 
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.fused import FusedBincount, scalar_problem
@@ -59,7 +60,7 @@ def _scalar_input(v: Variable):
         return v.dimshuffle()
     if v.owner is not None and isinstance(v.owner.op, DimShuffle):
         inner = v.owner.inputs[0]
-        if inner.type.ndim == 0 and v.owner.op.new_order == ("x",):
+        if inner.type.ndim == 0 and all(o == "x" for o in v.owner.op.new_order):
             return inner
     return v.dimshuffle()
 
@@ -94,18 +95,51 @@ def fusion_problem(fgraph, node, v: Variable) -> Optional[str]:
     return None
 
 
-def _absorb(fgraph, node, v: Variable) -> Optional[Tuple[aes.Composite, List[Variable]]]:
-    """``(composite, inputs)`` that compute ``v`` inline, or None."""
-    if fusion_problem(fgraph, node, v) is not None:
+def _flattened_elemwise(fgraph, node, v: Variable) -> Optional[Variable]:
+    """The Elemwise of two or more dimensions that ``v`` flattens, or None.
+
+    ``v`` must be ``Reshape{1}(e, [-1])`` (what ``e.ravel()``, ``e.flatten()``
+    and ``e.reshape((-1,))`` build; or a constant length equal to ``e``'s
+    static size), read by ``node`` only, of an ``Elemwise`` with one output
+    read by the reshape only.
+    """
+    if v.owner is None or not isinstance(v.owner.op, Reshape) or v.type.ndim != 1:
         return None
-    enode = v.owner
+    e, shape = v.owner.inputs
+    if e.type.ndim < 2 or e.owner is None or not isinstance(e.owner.op, Elemwise):
+        return None
+    if len(e.owner.outputs) != 1 or e.owner.op.inplace_pattern:
+        return None
+    if not _only_client(fgraph, v, node) or not _only_client(fgraph, e, v.owner):
+        return None
+    if not isinstance(shape, Constant):
+        return None
+    length = np.asarray(shape.data).reshape(-1)
+    if length.shape != (1,):
+        return None
+    if int(length[0]) != -1 and (None in e.type.shape or int(length[0]) != int(np.prod(e.type.shape))):
+        return None
+    return e
+
+
+def _absorb(fgraph, node, v: Variable) -> Optional[Tuple[aes.Composite, List[Variable]]]:
+    """``(composite, inputs)`` that compute ``v`` inline, or None.
+
+    ``v`` is an Elemwise vector, or the flatten of an Elemwise of several
+    dimensions (:func:`_flattened_elemwise`), whose inputs then keep their
+    dimensions (broadcasting among them, as ``FusedBincount`` reads them).
+    """
+    flat = _flattened_elemwise(fgraph, node, v)
+    if flat is None and fusion_problem(fgraph, node, v) is not None:
+        return None
+    enode = (flat if flat is not None else v).owner
     inputs: List[Variable] = []
     inner_of = {}
     args = []
     for e in enode.inputs:
-        if e.type.ndim != 1:
+        if e.type.ndim != enode.outputs[0].type.ndim:
             return None
-        if e.type.shape[0] == 1:
+        if all(e.type.broadcastable):
             s = _scalar_input(e)
             if s is None:
                 return None
@@ -117,7 +151,7 @@ def _absorb(fgraph, node, v: Variable) -> Optional[Tuple[aes.Composite, List[Var
             inner_of[e] = aes.get_scalar_type(e.type.dtype)()
             inputs.append(e)
         args.append(inner_of[e])
-    if not any(i.type.ndim == 1 for i in inputs):
+    if not any(i.type.ndim >= 1 for i in inputs):
         return None
     sop = enode.op.scalar_op
     if isinstance(sop, aes.Composite):
@@ -137,7 +171,10 @@ def local_bincount_fusion(fgraph, node):
     """Replace ``Bincount(Elemwise(...), n[, Elemwise(...)])`` by ``FusedBincount``.
 
     ``x``, the weights, or both are absorbed when they are the one output of
-    an ``Elemwise`` (a ``Composite`` of Aesara's fusion included) whose only
+    an ``Elemwise`` (a ``Composite`` of Aesara's fusion included), or the
+    flatten (``ravel``, ``flatten``, ``reshape((-1,))``) of one of two or
+    more dimensions whose inputs then keep their dimensions and broadcast
+    among themselves (``base[:, None] + idx``), whose only
     client is this node, whose scalar graph
     :func:`~aesara_bincount_core.fused.scalar_problem` accepts, and that has
     a vector input.  Finite non-negative constants of the Elemwise become

@@ -27,7 +27,9 @@ of an Elemwise needs nothing here: Aesara's
 ``local_dimshuffle_lift`` (canonicalize) already moves it onto the inputs.
 
 Inputs that broadcast along some axes only (``base[:, None] + idx``) are
-left alone: flattening them would write the broadcast array, no saving.
+left alone: flattening them would write the broadcast array, no saving
+(``bincount_fusion`` then fuses the flatten of such an Elemwise as it is,
+its inputs keeping their dimensions).
 The same for an Elemwise or a Reshape that has other clients.  The weights
 are taken the same way as ``x``.
 """

@@ -49,6 +49,7 @@ from aesara.tensor.subtensor import AdvancedIncSubtensor1
 from aesara_bincount.rewriting import _constant_value, _is_plus_zero, match_bincount, replacement_for
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
+from aesara_bincount_core.multi_scatter_add import MultiIndexScatterAdd
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount_core.semantics import OUT_DTYPES
@@ -186,12 +187,16 @@ def local_scatter_add(fgraph, node):
     return replacement_for(old, out)
 
 
-@node_rewriter([ScatterAdd, GpuScatterAdd, ScatterSet, GpuScatterSet], inplace=True)
+_IN_PLACE_OPS = (ScatterAdd, GpuScatterAdd, ScatterSet, GpuScatterSet, MultiIndexScatterAdd)
+
+
+@node_rewriter(list(_IN_PLACE_OPS), inplace=True)
 def local_inplace_scatter_add(fgraph, node):
     """Make ``ScatterAdd`` (or ``GpuScatterAdd``) onto a base add into the base in place.
 
     ``ScatterSet`` (the scatter-set of rows) is made to write into its base
-    the same way.
+    the same way, and so is ``MultiIndexScatterAdd`` (the one-pass scatter
+    with several index arrays).
 
     Registered at position 60 of ``optdb`` (tags ``fast_run``, ``inplace``,
     ``bincount``, ``cxx_only``), as Aesara's
@@ -201,7 +206,7 @@ def local_inplace_scatter_add(fgraph, node):
     elsewhere).
     """
     op = node.op
-    if not isinstance(op, (ScatterAdd, GpuScatterAdd, ScatterSet, GpuScatterSet)) or op.inplace:
+    if not isinstance(op, _IN_PLACE_OPS) or op.inplace:
         return False
     if getattr(op, "onto", "base") != "base":
         return False

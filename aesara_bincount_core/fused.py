@@ -111,7 +111,15 @@ class FusedBincount(Bincount):
     graph's input.  The vectors of one graph must have one length, where a
     vector of length 1 broadcasts to the others' length as in Aesara's
     ``Elemwise`` (a copy of ``N`` elements); other lengths that differ raise
-    ``ValueError``, as ``Elemwise`` does.
+    ``ValueError``, as ``Elemwise`` does.  The inputs of a scalar graph may
+    instead have one number D >= 2 of dimensions (and 0-d ones): they
+    broadcast among themselves, NumPy style, to a shape ``S``, and the
+    graph's values are those of the flattened (C order) result, ``N =
+    prod(S)``: the flatten of an elementwise result (``bincount((base[:,
+    None] + idx).ravel())``) without writing it.  An input whose last axis
+    has length 1 by its type (``base[:, None]``) is read once per row of
+    ``S``; shapes that do not broadcast raise ``ValueError``.  ``x`` (and
+    the weights) given as such are vectors.
 
     The results, errors and sum-order notes are those of ``Bincount`` applied
     to the computed ``x`` and weights: a computed negative value raises
@@ -194,9 +202,13 @@ class FusedBincount(Bincount):
 
     @staticmethod
     def _check_group(name, what, sop, ins) -> str:
-        for v in ins:
-            if v.type.ndim not in (0, 1):
-                raise TypeError(f"{name}: the inputs of {what} must have 0 or 1 dimension(s), got {v.type}")
+        dims = {v.type.ndim for v in ins} - {0}
+        several = sop is not None and len(dims) == 1 and min(dims) >= 2
+        if not (dims <= {1} or several):
+            raise TypeError(
+                f"{name}: the inputs of {what} must have 0 or 1 dimension(s) (or, for an "
+                f"elementwise graph, 0 or one number of two or more), got {[v.type for v in ins]}"
+            )
         if sop is None:
             if ins[0].type.ndim != 1 and what == "x":
                 raise TypeError(f"{name}: x must be a 1-D tensor, got {ins[0].type}")
@@ -205,7 +217,7 @@ class FusedBincount(Bincount):
         got = [v.type.dtype for v in ins]
         if want != got:
             raise TypeError(f"{name}: the inputs of {what} must have dtypes {want}, got {got}")
-        if not any(v.type.ndim == 1 for v in ins):
+        if not any(v.type.ndim >= 1 for v in ins):
             raise TypeError(f"{name}: the inputs of {what} must include a vector")
         return sop.fgraph.outputs[0].type.dtype
 
@@ -218,13 +230,15 @@ class FusedBincount(Bincount):
             # gradient in Aesara 2.9; its nodes do).
             if sop is None:
                 return ins[0]
-            memo = dict(zip(sop.fgraph.inputs, [v if v.type.ndim == 1 else v.dimshuffle("x") for v in ins]))
+            nd = max(v.type.ndim for v in ins)
+            memo = dict(zip(sop.fgraph.inputs, [v if v.type.ndim else v.dimshuffle(*["x"] * nd) for v in ins]))
             for node in sop.fgraph.toposort():
                 args = [memo[i] if i in memo else as_tensor_variable(np.asarray(i.data, i.type.dtype))
                         for i in node.inputs]
                 for o, r in zip(node.outputs, Elemwise(node.op)(*args, return_list=True)):
                     memo[o] = r
-            return memo[sop.fgraph.outputs[0]]
+            out = memo[sop.fgraph.outputs[0]]
+            return out.flatten() if nd > 1 else out
 
         x = build(self.x_op, x_ins)
         w = build(self.w_op, w_ins) if self.weighted else None
@@ -236,6 +250,21 @@ class FusedBincount(Bincount):
         def compute(sop, arrays, variables):
             if sop is None:
                 return arrays[0]
+            nd = max(v.type.ndim for v in variables)
+            if nd > 1:
+                # Several dimensions: broadcast NumPy style, flattened in C order.
+                enode = Elemwise(sop).make_node(
+                    *[TensorType(v.type.dtype, shape=v.type.shape if v.type.ndim else (1,) * nd)()
+                      for v in variables]
+                )
+                arrays = [np.asarray(a).reshape((1,) * nd) if np.ndim(a) == 0 else np.asarray(a) for a in arrays]
+                try:
+                    np.broadcast_shapes(*[a.shape for a in arrays])
+                except ValueError as exc:
+                    raise ValueError(f"{type(self).__name__}: the inputs of an elementwise graph do not broadcast: {exc}")
+                storage = [[None]]
+                enode.op.perform(enode, arrays, storage)
+                return np.asarray(storage[0][0]).reshape(-1)
             enode = Elemwise(sop).make_node(
                 *[TensorType(v.type.dtype, shape=(None,) if v.type.ndim else (1,))() for v in variables]
             )
@@ -305,6 +334,7 @@ class FusedBincount(Bincount):
                 defs["BC_FW_VEC"] = 1
                 defs["BC_FUSED_WV(i, dst)"] = code[3]
                 versions.append(hashlib.sha256(code[3].encode()).hexdigest())
+        defs["BC_F_ROW_SCALARS"] = "{" + ", ".join(str(int(_row_scalar(v))) for v in node.inputs) + "}"
         defs["BC_SCALAR_ERRORS"] = "{" + ", ".join(
             f'{{&PyExc_{exc}, "{msg}"}}' for exc, msg in scalar_codegen.SCALAR_ERRORS
         ) + "}"
@@ -342,6 +372,12 @@ class FusedBincount(Bincount):
         return self.c_code_cache_version() + tuple(versions)
 
 
+def _row_scalar(v) -> bool:
+    """Is ``v`` an input of several dimensions read once per row (its last axis
+    has length 1 by its type: ``base[:, None]``)?"""
+    return v.type.ndim >= 2 and v.type.broadcastable[-1]
+
+
 def _scalar_group(sop, ins, first: int, tag: str, name: str):
     """``(locals, body macro text, ScalarCode, vector macro text or None)`` of a
     scalar graph whose inputs are node inputs ``first ...``; ``tag`` ("x" or
@@ -355,7 +391,7 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
     decls, reads = [], []
     for k, v in enumerate(ins):
         j, t = first + k, _c_type(v.type.dtype)
-        if v.type.ndim == 1:
+        if v.type.ndim >= 1 and not _row_scalar(v):
             decls.append(f"const {t} *BC_RESTRICT bc_{tag}p{j} = (const {t} *)(in)[{j}];")
             reads.append(f"const {t} bc_{tag}a{k} = bc_{tag}p{j}[i];")
         else:

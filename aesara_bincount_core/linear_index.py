@@ -8,7 +8,7 @@ from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.c_file_op import CFileOp
 from aesara_bincount_core.scatter_add import static_length_vector
-from aesara_bincount_core.semantics import INDEX_DTYPES, reference_linear_index
+from aesara_bincount_core.semantics import INDEX_DTYPES, index_dtype_mask, reference_linear_index
 
 __all__ = ["LinearIndex", "linear_index"]
 
@@ -72,7 +72,10 @@ class LinearIndex(CFileOp):
     c_function = "cpu_linear_index"
 
     def c_flags(self, node):
-        return {"LI_NIDX": len(node.inputs) - 1}
+        return {
+            "LI_NIDX": len(node.inputs) - 1,
+            "LI_DTYPE_MASK": index_dtype_mask(i.type.dtype for i in node.inputs[1:]),
+        }
 
     def make_node(self, dims, *indices):
         name = type(self).__name__

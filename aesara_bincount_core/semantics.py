@@ -28,6 +28,13 @@ __all__ = [
 
 #: dtypes accepted for ``x`` (the values or indices).
 INDEX_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def index_dtype_mask(dtypes) -> int:
+    """The bits of ``dtypes`` in :data:`INDEX_DTYPES` order: the C code of the
+    multi-index Ops compiles the loops of these index dtypes only
+    (``LI_DTYPE_MASK`` of ``c_code/cpu/index_fold.h``)."""
+    return sum(1 << INDEX_DTYPES.index(d) for d in set(dtypes))
 #: dtypes of the output (and of the weights, which share it).
 OUT_DTYPES = INDEX_DTYPES + ("float32", "float64")
 #: ``"bincount"``: length ``max(max(x) + 1, minlength)``, negatives refused;
@@ -303,6 +310,42 @@ def reference_linear_index(dims, indices):
         rows[rows < 0] += d
         flat = flat * d + rows
     return flat, np.asarray(bshape, dtype=np.int64)
+
+
+def reference_multi_index_scatter_add(base, increments, dims, indices, *, onto: str = "base",
+                                      inplace: bool = False):
+    """NumPy reference of :class:`~aesara_bincount_core.multi_scatter_add.MultiIndexScatterAdd`.
+
+    :func:`reference_scatter_add` of ``base`` at the rows
+    :func:`reference_linear_index` names, with the increments broadcast to
+    ``(*B, *rest)`` first; the errors and their order are theirs (a negative
+    dimension of a zero-filled base first).
+
+    Parameters
+    ----------
+    base : ndarray ``(V, *rest)``, or the shape ``(V, *rest)`` (``onto="zeros"``)
+    increments : ndarray, broadcastable to ``(*B, *rest)``
+    dims : sequence of K ints, whose product should be ``V``
+    indices : sequence of K integer ndarrays, broadcast together to ``B``
+    onto : {"base", "zeros"}
+    inplace : bool
+
+    Returns
+    -------
+    ndarray, shape ``(V, *rest)``
+    """
+    if onto == "zeros":
+        shape = tuple(int(d) for d in np.asarray(base).reshape(-1))
+        if any(d < 0 for d in shape):
+            raise ValueError(_msg("BC_MSG_ZEROS_SHAPE", shape_text(shape)))
+    else:
+        shape = np.asarray(base).shape
+    flat, bshape = reference_linear_index(dims, indices)
+    increments = np.asarray(increments)
+    target = tuple(int(b) for b in bshape) + tuple(shape[1:])
+    _check_rows_broadcast(increments, target)
+    rows = np.broadcast_to(increments, target).reshape((len(flat),) + tuple(shape[1:]))
+    return reference_scatter_add(base, rows, flat, onto=onto, inplace=inplace)
 
 
 # -- the scatter-set of rows (ScatterSet) --------------------------------------

@@ -1,9 +1,12 @@
 """Scatter-adds with several integer index arrays (issue 30, item 1), on the CPU.
 
 ``inc_subtensor(base[i_0, ..., i_{K-1}], y)`` with K >= 2 compiles to
-``LinearIndex`` and ``ScatterAdd``; every result is compared with
-``np.add.at`` on a copy of the base (one thread: the same order of sums,
-so bit for bit, signed zeros included).
+``LinearIndex`` and ``ScatterAdd`` in ``specialize``, which the one-pass
+rewrite (issue 41) then makes one ``MultiIndexScatterAdd`` on the host; every
+result is compared with ``np.add.at`` on a copy of the base (one thread: the
+same order of sums, so bit for bit, signed zeros included).  The forms the
+one-pass Op adds (its plans, errors per plan) are in
+``test_multi_index_one_pass.py``.
 """
 import aesara
 import aesara.tensor as at
@@ -12,7 +15,7 @@ import pytest
 from aesara.compile.mode import Mode, get_default_mode
 from aesara.tensor.subtensor import AdvancedIncSubtensor
 
-from aesara_bincount import LinearIndex, ScatterAdd
+from aesara_bincount import LinearIndex, MultiIndexScatterAdd, ScatterAdd
 from aesara_bincount_core.semantics import reference_linear_index
 
 FAST_RUN = get_default_mode()
@@ -38,8 +41,8 @@ def assert_same(got, want):
 def _compile(out, inputs, **kw):
     f = aesara.function(inputs, out, **kw)
     types = op_types(f)
-    assert ScatterAdd in types and LinearIndex in types, types
-    assert AdvancedIncSubtensor not in types, types
+    assert MultiIndexScatterAdd in types and LinearIndex not in types, types
+    assert AdvancedIncSubtensor not in types and ScatterAdd not in types, types
     return f
 
 
@@ -151,7 +154,7 @@ def test_in_place_update_of_a_shared_variable():
     r, c = at.lvectors("r", "c")
     g = at.dvector("g")
     f = aesara.function([r, c, g], [], updates=[(W, at.inc_subtensor(W[r, c], g))])
-    nodes = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, ScatterAdd)]
+    nodes = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, MultiIndexScatterAdd)]
     assert nodes and all(n.op.inplace for n in nodes), [n.op for n in nodes]
     rv, cv, gv = np.array([1, 1, -1]), np.array([2, 2, 0]), np.array([1.0, 2.0, 4.0])
     f(rv, cv, gv)
@@ -258,7 +261,7 @@ def test_aesaras_advinc_cases(set_):
             x = at.tensor(dtype="float32", shape=(None,) * 4)
             expr = AdvancedIncSubtensor(set_instead_of_inc=set_)(x, y, *[at.as_tensor_variable(ix) for ix in idx])
             f = aesara.function([x, y], expr)
-            assert LinearIndex in op_types(f), op_types(f)
+            assert (LinearIndex if set_ else MultiIndexScatterAdd) in op_types(f), op_types(f)
             assert_same(f(x_val, y_val), want)
             checked += 1
     assert checked >= 12

@@ -21,7 +21,10 @@
  * 0), then n (minlength, or the histogram length), then the inputs of the
  * weights (the weights themselves when BC_FW_FUSED is 0; none when
  * BC_WEIGHTED is 0).  Each is 0-d (read once) or 1-D (read element by
- * element); the 1-D inputs of one group must have one length, N for x.
+ * element); the 1-D inputs of one group must have one length, N for x.  A
+ * group of an elementwise graph may instead have inputs of several
+ * dimensions, broadcasting among them, whose result is flattened in C order
+ * (cpu/fused_bincount_nd.h); then N is the size of x's broadcast shape.
  * Returns 0, or -1 with a Python exception set (*out then unchanged).
  *
  * What the Op generates (each has a default in cpu/fused_bincount_loops.h, so
@@ -44,6 +47,10 @@
  *     compute the weights i .. i + BC_F_LANES - 1 into dst, a vector of type
  *     BC_FWV (GCC's vector types, 32 bytes), from the same inputs.  For
  *     stored float weights this file defines it as a vector load.
+ *   BC_F_ROW_SCALARS: the initializer of BC_NIN flags, 1 for an input of
+ *     several dimensions that the scalar code reads once per row (its last
+ *     axis has length 1 by its type).  Without it, no input has two or more
+ *     dimensions.
  *
  * Algorithm: see cpu/fused_bincount_loops.h.
  *
@@ -60,7 +67,7 @@
 #include "cpu/fused_bincount_loops.h"
 
 /* Merge task: out[b] = the sum of the histograms' bins b, in histogram
- * order, for the bins of task t. */
+ * order (the first one copied), for the bins of task t. */
 static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
 {
     BC_FCTX *ctx = (BC_FCTX *)arg;
@@ -69,11 +76,16 @@ static void APPLY_SPECIFIC(bc_f_merge_task)(void *arg, int part, npy_intp t)
     npy_intp b;
     int hi;
     (void)part;
-    for (b = b0; b < b1; b++)
-        ctx->out[b] = 0;
     for (hi = 0; hi < ctx->nhists; hi++) {
         const BC_FHIST *h = &ctx->hists[hi];
-        const npy_intp end = h->cap < b1 ? h->cap : b1;
+        const npy_intp end = h->cap < b1 ? (h->cap > b0 ? h->cap : b0) : b1;
+        if (hi == 0) { /* the first histogram is copied: out is not zeroed first */
+            for (b = b0; b < end; b++)
+                ctx->out[b] = h->bins[b];
+            for (; b < b1; b++)
+                ctx->out[b] = 0;
+            continue;
+        }
         for (b = b0; b < end; b++)
             ctx->out[b] += h->bins[b];
     }
@@ -141,7 +153,9 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
         BC_FHIST *h = &ctx->hists[t];
         npy_intp b = h->cap;
         status = APPLY_SPECIFIC(bc_f_worse)(status, h->status);
-        while (!BC_F_TRACK_MAX && b > 0 && h->bins[b - 1] == 0)
+        /* The output has n bins at least: the last non-zero bin matters
+         * above n only (a histogram reserved to minlength has many zeros). */
+        while (!BC_F_TRACK_MAX && b > 0 && b > ctx->n && h->bins[b - 1] == 0)
             b--;
         if (!BC_F_TRACK_MAX && b > 0 && (npy_uint64)(b - 1) > h->max_seen)
             h->max_seen = (npy_uint64)(b - 1);
@@ -167,6 +181,68 @@ static int APPLY_SPECIFIC(bc_f_run)(BC_FCTX *ctx, int nt, PyArrayObject **res)
     ctx->nbins = nbins;
     bc_pool_run(nbins > BC_F_MERGE_STEP ? nt : 1, (nbins + BC_F_MERGE_STEP - 1) / BC_F_MERGE_STEP,
                 APPLY_SPECIFIC(bc_f_merge_task), ctx);
+    return BC_F_OK;
+}
+
+/* One thread, with the number of bins known (the scatter-add form, or a
+ * minlength): count straight into the output, allocated zero-filled with the
+ * histogram's capacity (the power of two at or above n, as bc_f_reserve
+ * gives) and cut to its length at the end, so that no histogram is zeroed
+ * and copied out.  BC_F_BAIL when a value needs more bins than that (the
+ * call then runs bc_f_run).  The status; on BC_F_OK *res is the output. */
+static int APPLY_SPECIFIC(bc_f_run_direct)(BC_FCTX *ctx, PyArrayObject **res)
+{
+    npy_intp cap = 64, nbins = ctx->n;
+    PyArrayObject *out;
+    BC_FHIST *h;
+    int status;
+    while (cap < ctx->n)
+        cap *= 2;
+    out = bc_new_zeros(cap, TYPENUM_OUTPUT_0);
+    if (out == NULL) { /* up to twice n bins: the general way may still fit */
+        PyErr_Clear();
+        return BC_F_BAIL;
+    }
+    ctx->hists = (BC_FHIST *)calloc(1, sizeof(BC_FHIST));
+    if (ctx->hists == NULL) {
+        Py_DECREF(out);
+        return BC_F_NOMEM;
+    }
+    ctx->per_task = 0;
+    ctx->ntasks = 1;
+    ctx->nhists = 1;
+    ctx->limit = cap;
+    ctx->stop = 0;
+    h = &ctx->hists[0];
+    h->bins = (BC_ACC_T *)PyArray_DATA(out);
+    h->cap = cap;
+    APPLY_SPECIFIC(bc_f_task)(ctx, 0, 0);
+    h->bins = NULL; /* the output's: not freed with the histograms */
+    status = h->status;
+    if (status == BC_F_OK && !BC_SCATTER) {
+        npy_intp b = cap;
+        while (!BC_F_TRACK_MAX && b > ctx->n && ((const BC_ACC_T *)PyArray_DATA(out))[b - 1] == 0)
+            b--;
+        if (!BC_F_TRACK_MAX && b > ctx->n)
+            h->max_seen = (npy_uint64)(b - 1);
+        if (h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
+            nbins = (npy_intp)h->max_seen + 1;
+    }
+    if (status == BC_F_OK && nbins < cap) {
+        PyArray_Dims dims;
+        PyObject *done;
+        dims.ptr = &nbins;
+        dims.len = 1;
+        done = PyArray_Resize(out, &dims, 0, NPY_CORDER); /* shrinks the buffer in place */
+        if (done == NULL)
+            status = BC_F_NOMEM;
+        Py_XDECREF(done);
+    }
+    if (status != BC_F_OK) {
+        Py_DECREF(out);
+        return status;
+    }
+    *res = out;
     return BC_F_OK;
 }
 
@@ -219,20 +295,29 @@ static PyArrayObject *APPLY_SPECIFIC(bc_f_own)(PyArrayObject *a, npy_intp len)
 int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
 {
     BC_FCTX ctx;
+    BC_FND nd;
     PyArrayObject *own[BC_NIN];
     PyArrayObject *res = NULL;
     long long n_arg;
-    npy_intp wlen = -1;
-    int k, status, rc = -1;
+    npy_intp wlen = -1, len;
+    int k, nt, status = BC_F_OK, rc = -1;
+    static const int row_scalar[BC_NIN] = BC_F_ROW_SCALARS;
 
     memset(&ctx, 0, sizeof(ctx));
+    memset(&nd, 0, sizeof(nd));
     memset(own, 0, sizeof(own));
     ctx.plan = bc_cpu_plan();
+    nd.g[0].hi = BC_NX;
+    nd.g[1].lo = BC_WIN;
+    nd.g[1].hi = BC_WEIGHTED ? BC_NIN : BC_WIN;
+    for (k = 0; k < BC_NIN; k++)
+        nd.row_scalar[k] = row_scalar[k];
     if (bc_read_length(ins[BC_XIN], BC_SCATTER, &n_arg) != 0 ||
         bc_check_output_size((npy_intp)n_arg, ITEMSIZE_OUTPUT_0) != 0)
         return -1;
     ctx.n = (npy_intp)n_arg;
-    ctx.size = APPLY_SPECIFIC(bc_f_length)(ins, 0, BC_NX, "x");
+    len = APPLY_SPECIFIC(bc_f_nd_shape)(ins, &nd.g[0], "x");
+    ctx.size = len == -1 ? APPLY_SPECIFIC(bc_f_length)(ins, 0, BC_NX, "x") : len;
     if (ctx.size == -2)
         return -1;
     if (ctx.size < 0) {
@@ -240,7 +325,8 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
         return -1;
     }
 #if BC_WEIGHTED
-    wlen = APPLY_SPECIFIC(bc_f_length)(ins, BC_WIN, BC_NIN, "weights");
+    len = APPLY_SPECIFIC(bc_f_nd_shape)(ins, &nd.g[1], "weights");
+    wlen = len == -1 ? APPLY_SPECIFIC(bc_f_length)(ins, BC_WIN, BC_NIN, "weights") : len;
     if (wlen == -2)
         return -1;
     if (wlen >= 0 && bc_check_weights(BC_SCATTER, 1, (long long)wlen, (long long)ctx.size) != 0)
@@ -248,12 +334,22 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
     ctx.w_const = wlen < 0 || (wlen == 1 && ctx.size != 1);
 #endif
     for (k = 0; k < BC_NIN; k++) {
+        const BC_FGROUP *g = &nd.g[k < BC_XIN ? 0 : 1];
         if (k == BC_XIN)
             continue;
-        own[k] = APPLY_SPECIFIC(bc_f_own)(ins[k], k < BC_XIN ? ctx.size : wlen);
+        own[k] = g->nd ? APPLY_SPECIFIC(bc_f_nd_own)(ins[k], g, nd.row_scalar[k])
+                       : APPLY_SPECIFIC(bc_f_own)(ins[k], k < BC_XIN ? ctx.size : wlen);
         if (own[k] == NULL)
             goto done;
         ctx.in[k] = PyArray_DATA(own[k]);
+        nd.data[k] = PyArray_BYTES(own[k]);
+        nd.step[k] = nd.row_scalar[k] || PyArray_NDIM(own[k]) == 0 ? 0 : PyArray_ITEMSIZE(own[k]);
+    }
+    for (k = 0; k < 2; k++) {
+        if (nd.g[k].nd) {
+            APPLY_SPECIFIC(bc_f_nd_layout)(&nd.g[k], own);
+            ctx.nd = &nd;
+        }
     }
     if (ctx.w_const && APPLY_SPECIFIC(bc_f_weight0)(&ctx) != 0)
         goto done;
@@ -262,7 +358,14 @@ int APPLY_SPECIFIC(cpu_bincount_fused)(PyArrayObject **ins, PyArrayObject **out)
         rc = res == NULL ? -1 : 0;
         goto done;
     }
-    status = APPLY_SPECIFIC(bc_f_run)(&ctx, APPLY_SPECIFIC(bc_f_threads)(ctx.size), &res);
+    nt = APPLY_SPECIFIC(bc_f_threads)(ctx.size);
+    if (nt == 1 && ctx.n > 0) {
+        status = APPLY_SPECIFIC(bc_f_run_direct)(&ctx, &res);
+        if (status == BC_F_BAIL) /* more bins than n's power of two: the general way */
+            APPLY_SPECIFIC(bc_f_free)(&ctx);
+    }
+    if (nt > 1 || ctx.n <= 0 || status == BC_F_BAIL)
+        status = APPLY_SPECIFIC(bc_f_run)(&ctx, nt, &res);
     if (status == BC_F_BAIL) {
         APPLY_SPECIFIC(bc_f_free)(&ctx);
         status = APPLY_SPECIFIC(bc_f_run)(&ctx, 1, &res);
@@ -313,3 +416,7 @@ done:
 #undef BC_FX_SIZE
 #undef BC_FUSED_FAST_DONE
 #undef BC_FUSED_LOOPS_DONE
+#undef BC_FUSED_ND_DONE
+#undef BC_FGROUP
+#undef BC_FND
+#undef BC_F_ROW_SCALARS

@@ -104,6 +104,7 @@
 #include "common/host_helpers.h"
 #include "cpu/plan.h"
 #include "cpu/worker_pool.h"
+#include "cpu/fused_bincount_nd.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,21 @@ typedef struct {
     int stop;
     BC_ACC_T *out;
     npy_intp nbins;
+    const BC_FND *nd;    /* groups of several dimensions (cpu/fused_bincount_nd.h), or NULL */
 } BC_FCTX;
+
+/* The context for the positions from i: ctx itself, or, where a group has
+ * several dimensions, *seg with the input pointers of the segment that i
+ * starts (bc_f_segment); *end is cut to the segment's end. */
+static const BC_FCTX *APPLY_SPECIFIC(bc_f_at)(const BC_FCTX *ctx, npy_intp i, npy_intp *end,
+                                              BC_FCTX *seg)
+{
+    if (ctx->nd == NULL)
+        return ctx;
+    *seg = *ctx;
+    *end = APPLY_SPECIFIC(bc_f_segment)(ctx->nd, i, *end, seg->in);
+    return seg;
+}
 
 /* Is v refused: negative or too large (bincount), outside [-n, n) (scatter)? */
 static int APPLY_SPECIFIC(bc_f_is_bad)(BC_FX_T v, npy_intp n)
@@ -256,17 +271,24 @@ static void APPLY_SPECIFIC(bc_f_task)(void *arg, int part, npy_intp t)
     if (h->status != BC_F_OK)
         return;
     h->length += hi - lo;
-    if (BC_SCATTER && h->bins == NULL && APPLY_SPECIFIC(bc_f_reserve)(h, ctx->n) != 0)
+    /* The histogram's first size: n bins (scatter-add form); in the bincount
+     * form, minlength (the output has at least that many bins; up to the
+     * limit), so that it does not grow step by step as the values rise (a
+     * per-row offset base[:, None] + idx counts its rows in order). */
+    if (h->bins == NULL && (BC_SCATTER || ctx->n > 0) &&
+        APPLY_SPECIFIC(bc_f_reserve)(h, BC_SCATTER || ctx->n < ctx->limit ? ctx->n : ctx->limit) != 0)
         h->status = BC_F_NOMEM;
     while (h->status == BC_F_OK && i < hi) {
-        const npy_intp end = hi - i < BC_F_STOP_CHECK ? hi : i + BC_F_STOP_CHECK;
+        npy_intp end = hi - i < BC_F_STOP_CHECK ? hi : i + BC_F_STOP_CHECK;
         npy_intp stop_at;
+        BC_FCTX seg;
+        const BC_FCTX *c = APPLY_SPECIFIC(bc_f_at)(ctx, i, &end, &seg);
         if (__atomic_load_n(&ctx->stop, __ATOMIC_RELAXED))
             return;
-        i = APPLY_SPECIFIC(bc_f_fast)(ctx, h, i, end);
+        i = APPLY_SPECIFIC(bc_f_fast)(c, h, i, end);
         stop_at = end - i < 8 ? end : i + 8;
         for (; i < stop_at && h->status == BC_F_OK; i++)
-            h->status = APPLY_SPECIFIC(bc_f_slow)(ctx, h, i);
+            h->status = APPLY_SPECIFIC(bc_f_slow)(c, h, i);
     }
     if (h->status != BC_F_OK)
         __atomic_store_n(&ctx->stop, 1, __ATOMIC_RELAXED);
@@ -291,28 +313,43 @@ static int APPLY_SPECIFIC(bc_f_scalar_error)(int code)
 #define BC_SCALAR_FAIL(code) return APPLY_SPECIFIC(bc_f_scalar_error)(code)
 static int APPLY_SPECIFIC(bc_f_raise)(const BC_FCTX *ctx)
 {
-    npy_intp i, bad = -1, neg = -1;
+    npy_intp i, end, bad = -1, neg = -1;
     npy_uint64 top = 0;
     BC_FX_T bad_v = 0, neg_v = 0;
-    BC_FX_LOCALS(ctx->in)
-    BC_FW_LOCALS(ctx->in)
-    for (i = 0; i < ctx->size; i++) {
-        BC_FX_T v;
-        BC_FUSED_X(i, v);
-        if (bad < 0 && APPLY_SPECIFIC(bc_f_is_bad)(v, ctx->n)) {
-            bad = i;
-            bad_v = v;
+    BC_FCTX seg;
+    for (i = 0; i < ctx->size; i = end) {
+        const BC_FCTX *c;
+        end = ctx->size;
+        c = APPLY_SPECIFIC(bc_f_at)(ctx, i, &end, &seg);
+        {
+            BC_FX_LOCALS(c->in)
+            for (; i < end; i++) {
+                BC_FX_T v;
+                BC_FUSED_X(i, v);
+                if (bad < 0 && APPLY_SPECIFIC(bc_f_is_bad)(v, ctx->n)) {
+                    bad = i;
+                    bad_v = v;
+                }
+                if (neg < 0 && BC_X_SIGNED && bc_as_i64(v) < 0) {
+                    neg = i;
+                    neg_v = v;
+                }
+                top = bc_as_u64(v) > top ? bc_as_u64(v) : top;
+            }
         }
-        if (neg < 0 && BC_X_SIGNED && bc_as_i64(v) < 0) {
-            neg = i;
-            neg_v = v;
-        }
-        top = bc_as_u64(v) > top ? bc_as_u64(v) : top;
     }
-    for (i = 0; BC_WEIGHTED && !ctx->w_const && i < ctx->size; i++) {
-        BC_OUT_T wk;
-        BC_FUSED_W(i, wk);
-        (void)wk;
+    for (i = 0; BC_WEIGHTED && !ctx->w_const && i < ctx->size; i = end) {
+        const BC_FCTX *c;
+        end = ctx->size;
+        c = APPLY_SPECIFIC(bc_f_at)(ctx, i, &end, &seg);
+        {
+            BC_FW_LOCALS(c->in)
+            for (; i < end; i++) {
+                BC_OUT_T wk;
+                BC_FUSED_W(i, wk);
+                (void)wk;
+            }
+        }
     }
 #if BC_SCATTER
     (void)neg;

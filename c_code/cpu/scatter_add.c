@@ -40,8 +40,9 @@
  *                            on the pool of cpu/worker_pool.h, and the choice
  *                            of plan (sa_run).
  * Each opens with its part of the algorithm.  This file holds the entry
- * point: the layout of out and of the broadcast increments, the output's
- * allocation, and the order of the checks; at its end it undefines the
+ * point: the output's allocation and the order of the checks (the layout of
+ * out and of the broadcast increments, sa_layout, is in part 1); at its end
+ * it undefines the
  * instantiation's macros, so that a module with several ScatterAdd nodes
  * instantiates the parts once for each.  The checks of shapes shared with
  * the GPU Op's host code are in common/scatter_checks.h.
@@ -57,51 +58,6 @@
 #include "cpu/scatter_add_lanes.h"
 
 /* ---- the entry point ---- */
-
-/* Describe the rows of out and of the broadcast increments in *c. */
-static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_intp *bstrides)
-{
-    const int ndim = PyArray_NDIM(res);
-    const npy_intp *dims = PyArray_DIMS(res), *ostrides = PyArray_STRIDES(res);
-    npy_intp want = (npy_intp)sizeof(SA_ACC_T);
-    int k, inc_contig = 1, inc_scalar = 1, out_contig = 1;
-    c->out = PyArray_BYTES(res);
-    c->nrows = dims[0];
-    c->ostride = ostrides[0];
-    c->istride = bstrides[0];
-    c->rest_ndim = ndim - 1;
-    c->rowlen = 1;
-    for (k = ndim - 1; k >= 1; k--) {
-        c->rest_dims[k - 1] = dims[k];
-        c->rest_ostrides[k - 1] = ostrides[k];
-        c->rest_istrides[k - 1] = bstrides[k];
-        c->rowlen *= dims[k];
-        if (dims[k] != 1) {
-            /* A dimension of length 1 says nothing about the layout. */
-            out_contig &= ostrides[k] == want;
-            inc_contig &= bstrides[k] == want;
-            inc_scalar &= bstrides[k] == 0;
-        }
-        want *= dims[k];
-    }
-    c->out_contig = out_contig;
-    c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
-    /* Prefetch the rows of out when out is larger than a last-level cache:
-     * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
-     * first one of a strided row, about SA_PREFETCH_BYTES ahead. */
-    {
-        const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
-        const double bytes = (double)c->nrows * (double)rowbytes;
-        npy_intp lines = out_contig ? (rowbytes + 63) / 64 : 1;
-        npy_intp ahead = SA_PREFETCH_BYTES / (rowbytes > 0 ? rowbytes : 1);
-        if (lines > SA_PREFETCH_MAX_LINES)
-            lines = SA_PREFETCH_MAX_LINES;
-        c->prefetch_lines = bytes >= (double)SA_PREFETCH_MIN_BYTES ? (int)lines : 0;
-        c->prefetch_ahead = ahead < SA_PREFETCH_ROWS_MIN   ? SA_PREFETCH_ROWS_MIN
-                            : ahead > SA_PREFETCH_ROWS_MAX ? SA_PREFETCH_ROWS_MAX
-                                                           : ahead;
-    }
-}
 
 int APPLY_SPECIFIC(cpu_scatter_add)(PyArrayObject *base, PyArrayObject *inc_in,
                                     PyArrayObject *idx_in, PyArrayObject **out)

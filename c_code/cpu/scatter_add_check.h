@@ -1,7 +1,11 @@
 /*
  * cpu/scatter_add_check.h -- ScatterAdd's C code, part 1 of 3: what one
- * instantiation is (its types, the layout of a call, the tuning constants of
- * every part) and the check of the indices.
+ * instantiation is (its types, the layout of a call and sa_layout, which
+ * describes it, the tuning constants of every part) and the check of the
+ * indices.
+ *
+ * An includer may define SA_IDX_T (the type of idx) itself:
+ * cpu/multi_scatter_add.c adds rows at the flat rows it folds, npy_uint64.
  *
  * Neighbours: cpu/scatter_add.c (the entry point, which includes the three
  * parts and describes the whole), cpu/scatter_add_loops.h (part 2: adding
@@ -110,7 +114,9 @@
 #endif
 
 /* ---- types of this instantiation ---- */
+#ifndef SA_IDX_T
 #define SA_IDX_T DTYPE_INPUT_2 /* SA_IDX_SIGNED says whether it is signed */
+#endif
 
 /* Accumulator: the output float type, or the unsigned integer of the output's
  * width (so that integer sums wrap as the output dtype does, without UB; an
@@ -193,6 +199,51 @@ static npy_intp APPLY_SPECIFIC(sa_first_bad)(const SA_IDX_T *SA_RESTRICT idx, np
         }
     }
     return -1;
+}
+
+/* Describe the rows of out and of the broadcast increments in *c. */
+static void APPLY_SPECIFIC(sa_layout)(SA_CTX *c, PyArrayObject *res, const npy_intp *bstrides)
+{
+    const int ndim = PyArray_NDIM(res);
+    const npy_intp *dims = PyArray_DIMS(res), *ostrides = PyArray_STRIDES(res);
+    npy_intp want = (npy_intp)sizeof(SA_ACC_T);
+    int k, inc_contig = 1, inc_scalar = 1, out_contig = 1;
+    c->out = PyArray_BYTES(res);
+    c->nrows = dims[0];
+    c->ostride = ostrides[0];
+    c->istride = bstrides[0];
+    c->rest_ndim = ndim - 1;
+    c->rowlen = 1;
+    for (k = ndim - 1; k >= 1; k--) {
+        c->rest_dims[k - 1] = dims[k];
+        c->rest_ostrides[k - 1] = ostrides[k];
+        c->rest_istrides[k - 1] = bstrides[k];
+        c->rowlen *= dims[k];
+        if (dims[k] != 1) {
+            /* A dimension of length 1 says nothing about the layout. */
+            out_contig &= ostrides[k] == want;
+            inc_contig &= bstrides[k] == want;
+            inc_scalar &= bstrides[k] == 0;
+        }
+        want *= dims[k];
+    }
+    c->out_contig = out_contig;
+    c->inc_kind = inc_contig ? SA_INC_CONTIG : inc_scalar ? SA_INC_SCALAR : SA_INC_STRIDED;
+    /* Prefetch the rows of out when out is larger than a last-level cache:
+     * all the lines of a contiguous row (up to SA_PREFETCH_MAX_LINES), the
+     * first one of a strided row, about SA_PREFETCH_BYTES ahead. */
+    {
+        const npy_intp rowbytes = c->rowlen * (npy_intp)sizeof(SA_ACC_T);
+        const double bytes = (double)c->nrows * (double)rowbytes;
+        npy_intp lines = out_contig ? (rowbytes + 63) / 64 : 1;
+        npy_intp ahead = SA_PREFETCH_BYTES / (rowbytes > 0 ? rowbytes : 1);
+        if (lines > SA_PREFETCH_MAX_LINES)
+            lines = SA_PREFETCH_MAX_LINES;
+        c->prefetch_lines = bytes >= (double)SA_PREFETCH_MIN_BYTES ? (int)lines : 0;
+        c->prefetch_ahead = ahead < SA_PREFETCH_ROWS_MIN   ? SA_PREFETCH_ROWS_MIN
+                            : ahead > SA_PREFETCH_ROWS_MAX ? SA_PREFETCH_ROWS_MAX
+                                                           : ahead;
+    }
 }
 
 /* Raise the IndexError of the first index outside [-V, V), if any: returns
