@@ -324,10 +324,20 @@ const generated_entry *load_generated(const char *name, int device)
     void *handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         const std::string tmp = lib + "." + std::to_string((long long)getpid()) + ".tmp";
+#ifdef BC_EMU_RACECHECK
+        /* Instrumented (emu_race.h), then linked without libtsan. */
+        const std::string cmd = std::string(BC_EMU_CXX) +
+                                " " BC_EMU_GENERATED_FLAGS " -c -include " BC_EMU_PCH " -I" BC_EMU_C_CODE
+                                " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
+                                ".o' " BC_EMU_DIR "/generated_emu.cc 1>&2 && " BC_EMU_CXX
+                                " -shared -pthread -o '" + tmp + "' '" + tmp + ".o' 1>&2 && rm -f '" +
+                                tmp + ".o'";
+#else
         const std::string cmd = std::string(BC_EMU_CXX) +
                                 " " BC_EMU_GENERATED_FLAGS " -shared -include " BC_EMU_PCH " -I" BC_EMU_C_CODE
                                 " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
                                 "' " BC_EMU_DIR "/generated_emu.cc 1>&2";
+#endif
         if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), lib.c_str()) != 0) {
             std::fprintf(stderr, "fake libcuda: building %s failed: %s\n", name, cmd.c_str());
             return nullptr;
@@ -465,8 +475,28 @@ void fake_cuda_store_counts(long long *out)
         out[i] = emu::store_counts[i].load();
 }
 
+/* Test API: the races the race check found (distinct pairs of code
+ * locations, emu_race.h), or -1 when this library was built without it. */
+long long fake_cuda_race_reports(void)
+{
+#ifdef BC_EMU_RACECHECK
+    return emu::race::reports.load();
+#else
+    return -1;
+#endif
+}
+
 CUresult cuInit(unsigned flags)
 {
+#ifndef BC_EMU_RACECHECK
+    const char *race = std::getenv("FAKE_CUDA_RACECHECK");
+    if (race != nullptr && *race && std::strcmp(race, "0") != 0) {
+        std::fprintf(stderr, "fake libcuda: FAKE_CUDA_RACECHECK is set, but this library was built "
+                             "without the race check (tests/gpu_emu/build.py builds it when the "
+                             "variable is set)\n");
+        return ERR_INVALID_VALUE;
+    }
+#endif
     make_tables();
     return flags == 0 ? OK : ERR_INVALID_VALUE;
 }
