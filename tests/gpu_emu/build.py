@@ -11,6 +11,7 @@ C_CODE = os.path.join(ROOT, "c_code")
 SOURCES = [
     os.path.join(HERE, "cuda_emu.h"),
     os.path.join(HERE, "emu_race.h"),
+    os.path.join(HERE, "emu_stream.h"),
     os.path.join(HERE, "fake_libcuda.cc"),
     os.path.join(C_CODE, "bincount_cuda.h"),
     os.path.join(C_CODE, "bincount_cuda_device.cuh"),
