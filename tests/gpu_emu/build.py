@@ -62,7 +62,8 @@ GENERATED_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-pthread", "-w")
 #: The race check's build (emu_race.h), added to the library's and the generated kernels'
 #: options: GCC's ThreadSanitizer instrumentation, whose calls emu_race.h answers (the
 #: objects are linked without libtsan), and line tables for the reports.
-RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-Wno-tsan", "-DBC_EMU_RACECHECK", "-g1")
+RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "--param=tsan-distinguish-volatile=1",
+              "-Wno-tsan", "-DBC_EMU_RACECHECK", "-g1")
 
 
 def race_mode() -> bool:

@@ -9,10 +9,16 @@
  * and, for two lanes of one warp, no __syncwarp() either.  Shuffles, votes
  * and __match_any_sync order nothing here (the PTX memory model orders
  * memory between lanes only at bar.warp.sync), though they still exchange
- * their values.  Atomics do not conflict with atomics; an atomic conflicts
- * with a plain access of another thread, as compute-sanitizer's racecheck
- * says.  Threads of different blocks are never compared: they meet only
- * through atomics or across launches.  A lost update of a shared-memory
+ * their values.  Atomics (and volatile accesses: PTX's are relaxed ones) do
+ * not conflict with atomics; an atomic conflicts with another thread's plain
+ * write, and in shared memory with its plain read too (a block accumulates
+ * there with atomics and reads the sums after a barrier).  A plain read of
+ * global memory that other threads update atomically is not reported: an
+ * aligned load sees the whole old or new value, which the compare-and-swap
+ * loops take as their first guess.  Two writes of the same bytes are not
+ * reported either (either order leaves the same memory), only after the
+ * second store has been seen to change them.  Threads of different blocks
+ * are never compared: they meet only through atomics or across launches.  A lost update of a shared-memory
  * adder (`*p += v` by two lanes) and a read of another lane's write with no
  * __syncwarp show here, however the fibers happen to run, where the normal
  * emulation (each fiber runs to its next barrier) gives the right answer.
@@ -135,7 +141,12 @@ BC_EMU_NO_TSAN inline std::string where(const void *pc)
 
 BC_EMU_NO_TSAN inline const char *kind_name(int k)
 {
-    return k == READ ? "read" : k == WRITE ? "write" : "atomic";
+    return k == READ ? "read" : k == WRITE ? "write" : "atomic access";
+}
+
+BC_EMU_NO_TSAN inline const char *article(int k)
+{
+    return k == ATOMIC ? "an" : "a";
 }
 
 BC_EMU_NO_TSAN inline void report(bool in_shared, std::uintptr_t where_at, int k, const void *pc,
@@ -155,11 +166,12 @@ BC_EMU_NO_TSAN inline void report(bool in_shared, std::uintptr_t where_at, int k
     else
         std::snprintf(head, sizeof(head), "global memory at 0x%lx", (unsigned long)where_at);
     std::fprintf(stderr,
-                 "cuda_emu racecheck: a %s of %s by thread %u (warp %u, lane %u) of block %u "
-                 "conflicts with a %s by thread %d (warp %d, lane %d), with no __syncthreads() "
+                 "cuda_emu racecheck: %s %s of %s by thread %u (warp %u, lane %u) of block %u "
+                 "conflicts with %s %s by thread %d (warp %d, lane %d), with no __syncthreads() "
                  "or __syncwarp() between them\n"
                  "    this %s:    %s\n    earlier %s: %s\n",
-                 kind_name(k), head, tid, tid / 32, tid % 32, block, kind_name(other_kind),
+                 article(k), kind_name(k), head, tid, tid / 32, tid % 32, block, article(other_kind),
+                 kind_name(other_kind),
                  other_tid, other_tid / 32, other_tid % 32, kind_name(k), where(pc).c_str(),
                  kind_name(other_kind), where(other_pc).c_str());
     std::fflush(stderr);
@@ -215,7 +227,7 @@ struct conflict {
  * conflict goes to *found (a write after another thread's write only when
  * nothing else conflicts: it may turn out to write the same bytes). */
 BC_EMU_NO_TSAN inline void touch(cell &c, unsigned long long interval, const who &u, int k,
-                                 const void *pc, conflict *found)
+                                 const void *pc, bool in_shared, conflict *found)
 {
     if (c.interval != interval) {
         c = cell{};
@@ -225,10 +237,10 @@ BC_EMU_NO_TSAN inline void touch(cell &c, unsigned long long interval, const who
     const bool after_write = c.w_tid >= 0 && c.w_tid != u.tid && !(c.w_tid / 32 == u.warp && c.w_gen < u.gen);
     if (after_write && k != WRITE) {
         f = {WRITE, c.w_tid, c.w_pc};
-    } else if (k != READ && unordered(c.reads, u)) {
+    } else if ((k == WRITE || (k == ATOMIC && in_shared)) && unordered(c.reads, u)) {
         f.kind = READ;
         other_of(c.reads, u, &f.tid, &f.pc);
-    } else if (k != ATOMIC && unordered(c.atomics, u)) {
+    } else if ((k == WRITE || in_shared) && k != ATOMIC && unordered(c.atomics, u)) {
         f.kind = ATOMIC;
         other_of(c.atomics, u, &f.tid, &f.pc);
     } else if (after_write) {
@@ -298,9 +310,9 @@ BC_EMU_NO_TSAN inline void access(const volatile void *vp, size_t size, int k, c
     for (size_t i = 0; i < size; i++) {
         const std::uintptr_t a = (std::uintptr_t)(p + i);
         if (in_sh)
-            touch(s->shared[(size_t)(p + i - s->shared_lo)], interval, u, k, pc, &found);
+            touch(s->shared[(size_t)(p + i - s->shared_lo)], interval, u, k, pc, true, &found);
         else
-            touch(s->global[a >> 3].bytes[a & 7u], interval, u, k, pc, &found);
+            touch(s->global[a >> 3].bytes[a & 7u], interval, u, k, pc, false, &found);
     }
     const std::uintptr_t at = in_sh ? (std::uintptr_t)(p - s->shared_lo) : (std::uintptr_t)p;
     if (found.kind == WRITE && k == WRITE && size <= sizeof(pending.before)) {
@@ -386,6 +398,22 @@ extern "C" {
     BC_EMU_NO_TSAN void __tsan_unaligned_write##N(void *p)                                    \
     {                                                                                         \
         emu::race::access(p, N, emu::race::WRITE, __builtin_return_address(0));               \
+    }                                                                                         \
+    BC_EMU_NO_TSAN void __tsan_volatile_read##N(void *p)                                      \
+    {                                                                                         \
+        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
+    }                                                                                         \
+    BC_EMU_NO_TSAN void __tsan_volatile_write##N(void *p)                                     \
+    {                                                                                         \
+        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
+    }                                                                                         \
+    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_read##N(void *p)                            \
+    {                                                                                         \
+        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
+    }                                                                                         \
+    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_write##N(void *p)                           \
+    {                                                                                         \
+        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
     }
 BC_EMU_RW(1)
 BC_EMU_RW(2)
