@@ -30,6 +30,7 @@ normal mode passes, as each fault's note in :data:`PLANTS` expects.
 """
 import argparse
 import ctypes
+import glob
 import os
 import shutil
 import subprocess
@@ -98,6 +99,14 @@ PLANTS = {
         "async", "the staging stays in the table when a call takes it: two calls at once share it",
     ),
 }
+
+
+def cases() -> dict:
+    """``strict_cases.CASES``: ``{name: (function(check), modes)}``."""
+    sys.path.insert(0, os.path.join(HERE, "gpu"))
+    import strict_cases
+
+    return strict_cases.CASES
 
 
 def _driver():
@@ -199,6 +208,11 @@ def plant(name: str, names) -> int:
         assert source.count(text) == 1, f"{name}: the text to replace is not once in {path}"
         with open(os.path.join(tmp, path), "w") as f:
             f.write(source.replace(text, replacement))
+        # The fake libcuda is built from the copy's sources, into the copy: a library of the
+        # checkout with the same hash (the fault is on the host side) serves it as it is.
+        os.makedirs(os.path.join(tmp, ".cache", "tests"))
+        for lib in glob.glob(os.path.join(emu.BUILD_DIR, "libfakecuda-*.so")):
+            shutil.copy2(lib, os.path.join(tmp, ".cache", "tests"))
         # The NVRTC kernel cache is keyed by source: the checkout's serves the copy too.
         os.environ.setdefault("AESARA_BINCOUNT_CACHE", os.path.join(emu.BUILD_DIR, "kernels"))
         print(f"gpu-strict --plant {name} ({what}), in {mode} mode, then the normal mode:", flush=True)

@@ -17,6 +17,10 @@
  *   missed_block  warp 0 writes, warp 1 reads after a __syncwarp() only: a race
  *   synced_block  the same with __syncthreads(): none
  *   global_raw    thread 0 writes a global word, thread 33 reads it, no barrier: a race
+ *   cas_guess     every thread adds 1 to a global word by a compare-and-swap loop
+ *                 whose first guess is a plain read: none
+ *   shared_atomic_read  every thread adds 1 to a shared word atomically, thread
+ *                 32 reads it with no barrier: a race
  *   same_write    every thread stores 7 into one shared word: none (either order
  *                 leaves the same bytes)
  *   racing_write  every thread stores its index there: a race
@@ -40,7 +44,7 @@ struct params {
 
 enum {
     LOST_UPDATE, ATOMIC_ADD, MISSED_WARP, SYNCED_WARP, MISSED_BLOCK, SYNCED_BLOCK, GLOBAL_RAW,
-    SAME_WRITE, RACING_WRITE, BLOCKS, CASES
+    CAS_GUESS, SHARED_ATOMIC_READ, SAME_WRITE, RACING_WRITE, BLOCKS, CASES
 };
 
 __global__ void kernel(params p)
@@ -85,6 +89,19 @@ __global__ void kernel(params p)
         if (t == 33)
             seen = (unsigned)p.out[1];
         break;
+    case CAS_GUESS: {
+        unsigned long long before, guess = *p.out;
+        do {
+            before = guess;
+            guess = atomicCAS(p.out, before, before + 1u);
+        } while (guess != before);
+        break;
+    }
+    case SHARED_ATOMIC_READ:
+        atomicAdd(sh, 1u);
+        if (t == 32)
+            seen = sh[0];
+        break;
     case SAME_WRITE:
         sh[0] = 7u;
         break;
@@ -110,8 +127,9 @@ __global__ void kernel(params p)
 int main(int argc, char **argv)
 {
     static const char *const cases[CASES] = {
-        "lost_update",  "atomic_add", "missed_warp", "synced_warp",  "missed_block",
-        "synced_block", "global_raw", "same_write",  "racing_write", "blocks"};
+        "lost_update", "atomic_add",         "missed_warp", "synced_warp",
+        "missed_block", "synced_block",      "global_raw",  "cas_guess",
+        "shared_atomic_read", "same_write",  "racing_write", "blocks"};
     for (int which = 0; argc > 1 && which < CASES; which++) {
         if (std::strcmp(argv[1], cases[which]) != 0)
             continue;
