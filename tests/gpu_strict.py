@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,10 +92,11 @@ PLANTS = {
         "async", "bc_cuda_copy_wait returns without cuStreamSynchronize",
     ),
     "staging-reuse": (
-        "c_code/bincount_cuda_host.c",
-        "            memset(&table[i].staging, 0, sizeof(table[i].staging));\n            return;",
-        "            return;",
-        "async", "the staging stays in the table when a call takes it: two calls at once share it",
+        "c_code/bincount_cuda_driver.h",
+        "const int slot = slots != NULL ? bc_cuda_slot_take() : -1;",
+        "const int slot = slots != NULL ? 0 : -1;",
+        "async", "every status read-back lands in page-locked slot 0, taken by no call: two calls at once "
+        "reuse it while its copy is in flight",
     ),
 }
 
@@ -156,8 +156,9 @@ def child(mode: str, names) -> int:
         try:
             fn(check)
             problem = None
-        except Exception:  # noqa: BLE001 - every failure is reported
-            problem = traceback.format_exc(limit=3).strip().splitlines()[-1]
+        except Exception as exc:  # noqa: BLE001 - every failure is reported
+            lines = str(exc).strip().splitlines() or [""]
+            problem = f"{type(exc).__name__}: {lines[0][:300]}"
         found = _reports(mode) - before
         if found:
             problem = f"{found} {mode} report(s) (above){'; ' + problem if problem else ''}"
@@ -190,6 +191,10 @@ def run_mode(mode: str, names, root: str = ROOT, timeout: int = 1200) -> int:
     env["PYTHONPATH"] = os.pathsep.join([root, env["PYTHONPATH"]])
     proc = subprocess.run([sys.executable, os.path.join(root, "tests", "gpu_strict.py"), "--child", mode,
                            "--cases", ",".join(names)], cwd=root, env=env, timeout=timeout)  # fmt: skip
+    if proc.returncode < 0:
+        print(f"gpu-strict {mode}: FAIL: the process died of signal {-proc.returncode} in the case "
+              "after the last one above", flush=True)
+        return 1
     return proc.returncode
 
 

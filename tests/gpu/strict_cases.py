@@ -28,8 +28,9 @@ The cases (``CASES``; the docs' development page says why these):
 - ``multi_index``: ``W[rows, cols]`` (the multi-index gather: the index
   check kernel, then CuPy's take), a row gather ``W[idx]`` and the
   multi-index scatter-add ``inc_subtensor(Z[rows, cols], v)``;
-- ``threads`` (asynchronous mode only): two threads calling two functions
-  of one compiled Op (which share its page-locked staging table) at once.
+- ``threads`` (asynchronous mode only): two threads at once, each calling
+  a bincount to the host and one kept on the GPU (the compiled Ops'
+  page-locked staging and status slots, shared by the functions of a module).
 """
 import threading
 
@@ -285,27 +286,35 @@ def multi_index(check):
 
 @case("async")
 def threads(check):
-    """Two functions of one compiled GpuBincount (its module's staging table
-    is shared), each called in a thread of its own, 6 times, at once."""
+    """Two threads at once, each calling two functions of its own six times:
+    a float64-weighted bincount to the host (the compiled Op's page-locked
+    staging, one per context in its module) and an int64-weighted one kept
+    on the GPU (its status read back through the module's page-locked slots)."""
     import aesara
     from aesara.tensor.extra_ops import bincount
 
     from aesara_bincount import gpu
 
-    data = [(hot(s, N, BINS - s), values(s, N)) for s in (3, 4)]
-    fs = [aesara.function([], bincount(gpu.shared(x), weights=gpu.shared(w))) for x, w in data]
-    for f in fs:
-        expect_ops(f, "GpuBincount")
+    work = []
+    for s in (3, 4):
+        x, w, wi = hot(s, N, BINS - s), values(s, N), hot(s, N, 1000) - 500
+        gx = gpu.shared(x)
+        host = aesara.function([], bincount(gx, weights=gpu.shared(w)))
+        dev = aesara.function([], gpu.gpu_from_host(bincount(gx, weights=gpu.shared(wi))))
+        expect_ops(host, "GpuBincount")
+        expect_ops(dev, "GpuBincount")
+        work.append((host, dev, x, w, wi))
     errors = []
 
-    def work(f, x, w):
+    def calls(host, dev, x, w, wi):
         try:
             for _ in range(6):
-                check(f(), np.bincount(x, weights=w), scale=np.bincount(x, np.abs(w)))
+                check(host(), np.bincount(x, weights=w), scale=np.bincount(x, np.abs(w)))
+                check(dev(), np.bincount(x, weights=wi).astype("int64"))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    ts = [threading.Thread(target=work, args=(f, x, w)) for f, (x, w) in zip(fs, data)]
+    ts = [threading.Thread(target=calls, args=args) for args in work]
     for t in ts:
         t.start()
     for t in ts:

@@ -17,10 +17,11 @@
  * What it reports on stderr ("fake libcuda (async): ...", counted by
  * fake_cuda_async_reports): a copy into page-locked memory queued while a
  * copy into the same bytes, queued by another host thread, is still in
- * flight (a staging buffer or slot lent to two calls at once: one of them
- * reads the other's bytes), and page-locked memory freed under a copy in
- * flight (its free is then left undone, so that the copy lands in memory
- * still owned).
+ * flight, or has landed while the thread that queued it has not yet come
+ * back from its wait (a staging buffer or slot lent to two calls at once:
+ * one of them reads the other's bytes), and page-locked memory freed under
+ * a copy in flight (its free is then left undone, so that the copy lands
+ * in memory still owned).
  *
  * FAKE_CUDA_ASYNC_LAG_MS=N: the stream thread also runs work queued N ms
  * ago, with no one waiting (a GPU that runs behind the host, not one that
@@ -44,6 +45,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace emu_stream {
 
@@ -77,8 +79,16 @@ struct op {
 
 /* The stream's state, never destroyed: the stream thread may still wait on
  * it when the process exits. */
+/* A copy that has landed, until the host thread that queued it is back from a wait. */
+struct landed {
+    const char *landing;
+    size_t bytes;
+    std::thread::id by;
+};
+
 struct state {
     std::mutex lock;
+    std::vector<landed> unread;
     std::condition_variable work_cv, idle_cv;
     std::deque<op> queue;
     int waiters = 0;
@@ -90,6 +100,7 @@ inline state &st = *new state;
 inline std::mutex &lock = st.lock;
 inline std::condition_variable &work_cv = st.work_cv, &idle_cv = st.idle_cv;
 inline std::deque<op> &queue = st.queue;
+inline std::vector<landed> &unread = st.unread;
 inline int &waiters = st.waiters;
 inline bool &busy = st.busy;
 inline const op *&running = st.running;
@@ -103,14 +114,21 @@ inline void report(const char *what)
     std::fflush(stderr);
 }
 
-/* Whether [p, p + n) overlaps a page-locked landing of a queued or running copy
- * (called under `lock`); *by: the host thread that queued it. */
-inline bool landing_in_flight(const char *p, size_t n, std::thread::id *by)
+/* Whether [p, p + n) overlaps a page-locked landing of a queued or running copy,
+ * or (with `unread_too`) of another host thread's landed copy that it has not
+ * waited for yet (called under `lock`); *by: the host thread that queued it. */
+inline bool landing_in_flight(const char *p, size_t n, std::thread::id *by, bool unread_too = true)
 {
     auto overlaps = [&](const op &o) { return o.landing != nullptr && p < o.landing + o.bytes && o.landing < p + n; };
     if (running != nullptr && overlaps(*running)) {
         *by = running->by;
         return true;
+    }
+    for (const landed &l : unread) {
+        if (unread_too && p < l.landing + l.bytes && l.landing < p + n && l.by != std::this_thread::get_id()) {
+            *by = l.by;
+            return true;
+        }
     }
     for (const op &o : queue) {
         if (overlaps(o)) {
@@ -144,6 +162,8 @@ inline void worker_main()
         g.unlock();
         o.run();
         g.lock();
+        if (o.landing != nullptr)
+            unread.push_back({o.landing, o.bytes, o.by});
         busy = false;
         running = nullptr;
         if (queue.empty())
@@ -166,8 +186,8 @@ inline void enqueue(std::function<void()> run, const char *landing = nullptr, si
         char text[256];
         std::snprintf(text, sizeof(text),
                       "a copy into page-locked memory at %p (%zu bytes) was queued while a copy "
-                      "into the same bytes, queued by another host thread, is in flight: one "
-                      "staging lent to two calls at once",
+                      "into the same bytes, queued by another host thread, is in flight or not yet "
+                      "waited for: one staging lent to two calls at once",
                       (const void *)landing, bytes);
         report(text);
     }
@@ -187,6 +207,11 @@ template <typename D> inline bool drain(D limit)
     work_cv.notify_all();
     const bool done = idle_cv.wait_for(g, limit, [] { return queue.empty() && !busy; });
     waiters--;
+    /* This thread's copies are now the host's to read. */
+    const std::thread::id me = std::this_thread::get_id();
+    for (size_t i = unread.size(); i-- > 0;)
+        if (unread[i].by == me)
+            unread.erase(unread.begin() + (long)i);
     return done;
 }
 
@@ -196,8 +221,13 @@ inline bool may_free(const void *p, size_t n)
 {
     std::lock_guard<std::mutex> g(lock);
     std::thread::id by;
-    if (!landing_in_flight((const char *)p, n, &by))
+    const char *c = (const char *)p;
+    if (!landing_in_flight(c, n, &by, false)) {
+        for (size_t i = unread.size(); i-- > 0;)
+            if (c < unread[i].landing + unread[i].bytes && unread[i].landing < c + n)
+                unread.erase(unread.begin() + (long)i);
         return true;
+    }
     char text[200];
     std::snprintf(text, sizeof(text),
                   "page-locked memory at %p freed while a copy into it is in flight (the free is "
