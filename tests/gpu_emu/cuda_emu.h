@@ -40,6 +40,12 @@
  * a test can tell the vector path from the element-by-element one, and a
  * wide access at an address it does not fit fails as on a GPU.
  *
+ * Built with -DBC_EMU_RACECHECK (and GCC's -fsanitize=thread: what
+ * build.py does for FAKE_CUDA_RACECHECK=1), every memory access of a kernel
+ * is checked by emu_race.h against the block's other threads: fibers that
+ * run to their barrier cannot lose an update or miss a __syncwarp, so that
+ * check reports what a GPU could do there instead.
+ *
  * A new warp intrinsic is written as __all_sync is: each lane puts its value
  * in warp().slots, warp_sync(), reads what it needs, warp_sync().
  *

@@ -12,7 +12,9 @@
  * bytes, as it may on a GPU, and a result that depends on it comes out wrong.
  * A wait drains the whole queue, what other host threads queued meanwhile
  * included, before it returns (a GPU may run that work before the waiter
- * looks at its results too).
+ * looks at its results too).  One queue serves every stream and device:
+ * the package queues everything on CuPy's current stream, and one order
+ * for all is an order a GPU may choose.
  *
  * What it reports on stderr ("fake libcuda (async): ...", counted by
  * fake_cuda_async_reports): a copy into page-locked memory queued while a
