@@ -381,40 +381,19 @@ BC_EMU_NO_TSAN inline void fiber_running(bool on)
 } /* namespace emu */
 
 /* -- the entry points of GCC's -fsanitize=thread instrumentation ------------------------- */
+/* An access of N bytes at p of kind K, from the instrumented code's address. */
+#define BC_EMU_AT(p, N, K) emu::race::access(p, N, emu::race::K, __builtin_return_address(0))
 extern "C" {
 #define BC_EMU_RW(N)                                                                          \
-    BC_EMU_NO_TSAN void __tsan_read##N(void *p)                                               \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::READ, __builtin_return_address(0));                \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_write##N(void *p)                                              \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::WRITE, __builtin_return_address(0));               \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_unaligned_read##N(void *p)                                     \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::READ, __builtin_return_address(0));                \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_unaligned_write##N(void *p)                                    \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::WRITE, __builtin_return_address(0));               \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_volatile_read##N(void *p)                                      \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_volatile_write##N(void *p)                                     \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_read##N(void *p)                            \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
-    }                                                                                         \
-    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_write##N(void *p)                           \
-    {                                                                                         \
-        emu::race::access(p, N, emu::race::ATOMIC, __builtin_return_address(0));              \
-    }
+    BC_EMU_NO_TSAN void __tsan_read##N(void *p) { BC_EMU_AT(p, N, READ); }                    \
+    BC_EMU_NO_TSAN void __tsan_write##N(void *p) { BC_EMU_AT(p, N, WRITE); }                  \
+    BC_EMU_NO_TSAN void __tsan_unaligned_read##N(void *p) { BC_EMU_AT(p, N, READ); }          \
+    BC_EMU_NO_TSAN void __tsan_unaligned_write##N(void *p) { BC_EMU_AT(p, N, WRITE); }        \
+    /* volatile: PTX's are relaxed atomics */                                                 \
+    BC_EMU_NO_TSAN void __tsan_volatile_read##N(void *p) { BC_EMU_AT(p, N, ATOMIC); }         \
+    BC_EMU_NO_TSAN void __tsan_volatile_write##N(void *p) { BC_EMU_AT(p, N, ATOMIC); }        \
+    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_read##N(void *p) { BC_EMU_AT(p, N, ATOMIC); } \
+    BC_EMU_NO_TSAN void __tsan_unaligned_volatile_write##N(void *p) { BC_EMU_AT(p, N, ATOMIC); }
 BC_EMU_RW(1)
 BC_EMU_RW(2)
 BC_EMU_RW(4)
@@ -422,85 +401,56 @@ BC_EMU_RW(8)
 BC_EMU_RW(16)
 #undef BC_EMU_RW
 
-BC_EMU_NO_TSAN void __tsan_read_range(void *p, unsigned long size)
-{
-    emu::race::access(p, size, emu::race::READ, __builtin_return_address(0));
-}
-BC_EMU_NO_TSAN void __tsan_write_range(void *p, unsigned long size)
-{
-    emu::race::access(p, size, emu::race::WRITE, __builtin_return_address(0));
-}
+BC_EMU_NO_TSAN void __tsan_read_range(void *p, unsigned long size) { BC_EMU_AT(p, size, READ); }
+BC_EMU_NO_TSAN void __tsan_write_range(void *p, unsigned long size) { BC_EMU_AT(p, size, WRITE); }
 BC_EMU_NO_TSAN void __tsan_init() {}
 BC_EMU_NO_TSAN void __tsan_func_entry(void *) {}
 BC_EMU_NO_TSAN void __tsan_func_exit() {}
 BC_EMU_NO_TSAN void __tsan_vptr_update(void **, void *) {}
 BC_EMU_NO_TSAN void __tsan_vptr_read(void **) {}
-BC_EMU_NO_TSAN void __tsan_atomic_thread_fence(int)
-{
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-}
+BC_EMU_NO_TSAN void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 BC_EMU_NO_TSAN void __tsan_atomic_signal_fence(int) {}
 
 /* Atomics run as sequentially consistent ones (stronger than asked: nothing
  * here depends on a weaker order) and count as atomic accesses. */
+#define BC_EMU_SC __ATOMIC_SEQ_CST
+#define BC_EMU_RMW(N, T, OP, BUILTIN)                                                         \
+    BC_EMU_NO_TSAN T __tsan_atomic##N##_##OP(volatile T *a, T v, int)                         \
+    {                                                                                         \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        return BUILTIN(a, v, BC_EMU_SC);                                                      \
+    }
 #define BC_EMU_ATOMIC(N, T)                                                                   \
     BC_EMU_NO_TSAN T __tsan_atomic##N##_load(const volatile T *a, int)                        \
     {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                          \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        return __atomic_load_n(a, BC_EMU_SC);                                                 \
     }                                                                                         \
     BC_EMU_NO_TSAN void __tsan_atomic##N##_store(volatile T *a, T v, int)                     \
     {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                             \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        __atomic_store_n(a, v, BC_EMU_SC);                                                    \
     }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_exchange(volatile T *a, T v, int)                     \
+    BC_EMU_RMW(N, T, exchange, __atomic_exchange_n)                                           \
+    BC_EMU_RMW(N, T, fetch_add, __atomic_fetch_add)                                           \
+    BC_EMU_RMW(N, T, fetch_sub, __atomic_fetch_sub)                                           \
+    BC_EMU_RMW(N, T, fetch_and, __atomic_fetch_and)                                           \
+    BC_EMU_RMW(N, T, fetch_or, __atomic_fetch_or)                                             \
+    BC_EMU_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                           \
+    BC_EMU_NO_TSAN int __tsan_atomic##N##_compare_exchange_strong(volatile T *a, T *c, T v, int, int) \
     {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                   \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        return __atomic_compare_exchange_n(a, c, v, false, BC_EMU_SC, BC_EMU_SC);             \
     }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_fetch_add(volatile T *a, T v, int)                    \
+    BC_EMU_NO_TSAN int __tsan_atomic##N##_compare_exchange_weak(volatile T *a, T *c, T v, int, int) \
     {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                    \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        return __atomic_compare_exchange_n(a, c, v, false, BC_EMU_SC, BC_EMU_SC);             \
     }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_fetch_sub(volatile T *a, T v, int)                    \
+    BC_EMU_NO_TSAN T __tsan_atomic##N##_compare_exchange_val(volatile T *a, T c, T v, int, int) \
     {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                    \
-    }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_fetch_and(volatile T *a, T v, int)                    \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                    \
-    }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_fetch_or(volatile T *a, T v, int)                     \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                     \
-    }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_fetch_xor(volatile T *a, T v, int)                    \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                    \
-    }                                                                                         \
-    BC_EMU_NO_TSAN int __tsan_atomic##N##_compare_exchange_strong(volatile T *a, T *c, T v,   \
-                                                                  int, int)                   \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-    }                                                                                         \
-    BC_EMU_NO_TSAN int __tsan_atomic##N##_compare_exchange_weak(volatile T *a, T *c, T v,     \
-                                                                int, int)                     \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-    }                                                                                         \
-    BC_EMU_NO_TSAN T __tsan_atomic##N##_compare_exchange_val(volatile T *a, T c, T v, int,    \
-                                                             int)                             \
-    {                                                                                         \
-        emu::race::access(a, sizeof(T), emu::race::ATOMIC, __builtin_return_address(0));      \
-        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);     \
+        BC_EMU_AT(a, sizeof(T), ATOMIC);                                                      \
+        __atomic_compare_exchange_n(a, &c, v, false, BC_EMU_SC, BC_EMU_SC);                   \
         return c;                                                                             \
     }
 BC_EMU_ATOMIC(8, unsigned char)
@@ -508,6 +458,7 @@ BC_EMU_ATOMIC(16, unsigned short)
 BC_EMU_ATOMIC(32, unsigned int)
 BC_EMU_ATOMIC(64, unsigned long long)
 #undef BC_EMU_ATOMIC
+#undef BC_EMU_RMW
 } /* extern "C" */
 
 #endif /* BC_EMU_RACE_H */
