@@ -82,6 +82,15 @@ def test_race_check_reports_unordered_accesses_and_nothing_else(selftests, case)
         assert report.count("emu_race_selftest.cc:") >= 2, report
 
 
+def test_race_check_of_shared_memory_only(selftests):
+    """FAKE_CUDA_RACECHECK=shared: the global-memory race goes unchecked, the shared one not."""
+    env = dict(os.environ, FAKE_CUDA_RACECHECK="shared")
+    for case, racy in (("global_raw", False), ("missed_warp", True)):
+        proc = subprocess.run([selftests["race"], case], capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert (int(proc.stdout.split("races")[1]) > 0) == racy, (case, proc.stdout, proc.stderr)
+
+
 ASYNC_PROBE = textwrap.dedent("""
     import ctypes, os, threading
     import numpy as np
