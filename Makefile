@@ -20,7 +20,7 @@ PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check $(addpref
 PYTHON_CHECK = bash scripts/python_check.sh $(if $(PYTHON_GIVEN),--given,--default) "$(PYTHON)" \
   --goal $(or $(firstword $(filter-out python-check,$(MAKECMDGOALS))),venv)
 
-.PHONY: venv demo test test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle gpu-strict
+.PHONY: venv demo test test-long test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle gpu-strict
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
 # build where one lies in pip's find-links.  torch asks for setuptools >= 77,
@@ -103,15 +103,24 @@ $(BENCH_STAMP): $(STAMP)
 	AESARA_FLAGS=blas__ldflags= $(PY) -c "import aesara"
 	touch $(BENCH_STAMP)
 
-## The CPU benchmarks (about 15 minutes on 2 cores; run them on a quiet machine):
+## The CPU benchmarks (about 16 minutes on 2 cores; run them on a quiet machine):
 ## the scatter-add of rows (benchmarks/results/$(ROWS_NAME).md / .json and
-## docs/_static/rows.png), then the grid and the busy-cores scenario, the table
+## docs/_static/rows.png), the SGD step of an embedding table written
+## W - lr * grad(cost, W) against its dense form (benchmarks/results/$(SGD_NAME).md
+## / .json), the fused bincount (benchmarks/results/fusion-dev.md
+## / .json), then the grid and the busy-cores scenario, the table
 ## with the targets of issue 13 (benchmarks/results/cpu-dev.md / .json), the
 ## plots (docs/_static/) and the figures in README.rst, which name both runs:
-## every plot is redrawn from the run whose figures the README shows.
+## every plot is redrawn from the run whose figures the README shows.  Each
+## table names the CPU and the CPU plan its loops ran under (made, or read from
+## Aesara's compile directory, when the run starts; AESARA_BINCOUNT_CPU_PLAN
+## forces one).
 ROWS_NAME ?= rows-dev
+SGD_NAME ?= sgd-dev
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_rows.py --plot --name $(ROWS_NAME) $(ROWS_BENCH_ARGS)
+	$(PY) benchmarks/bench_sgd.py --name $(SGD_NAME)
+	$(PY) benchmarks/bench_fusion.py --write fusion-dev
 	$(PY) benchmarks/bench_cpu.py --plot --readme --rows benchmarks/results/$(ROWS_NAME).json $(BENCH_ARGS)
 
 bench-quick: $(BENCH_STAMP)
@@ -158,6 +167,13 @@ gpu-strict: $(STAMP)
 GPU_ENV ?= ../shared/gpu-env
 gpu-bundle:
 	bash $(GPU_ENV)/make_bundle.sh .gpu-bundle 3.12
+
+## The long tier, run before each stop and not by CI: the tests marked long (the
+## exhaustive grids and long fuzzing that make test leaves out), on the CPU, then
+## on the CPU emulation of the GPU (tests/gpu_emu).  Docs: Development, "Test tiers".
+test-long: $(DOCS_STAMP)
+	AESARA_BINCOUNT_LONG=1 $(PY) -m pytest -n $(TEST_JOBS) -m "long and not gpu" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	AESARA_BINCOUNT_LONG=1 $(PY) tests/gpu_emu/run.py -n $(TEST_JOBS) -m "long and gpu" tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 ## The differential fuzz tests with many examples (by hand: about an hour on 2 cores).
 fuzz-long: $(STAMP)

@@ -28,7 +28,8 @@ setup(
         "aesara_bincount_core.c_code",
     ],
     package_dir={"aesara_bincount_core.c_code": "c_code"},
-    package_data={"aesara_bincount_core.c_code": ["*.c", "*.h", "*.cu", "*.cuh"]},
+    package_data={"aesara_bincount_core.c_code": [f"{d}/*{s}" for d in ("common", "cpu", "cuda", "cuda_host")
+                                                  for s in (".c", ".h", ".cu", ".cuh")]},
     # The markers change nothing where the package installs.  On Python 3.13 and newer,
     # where python_requires refuses it, they keep pip < 25.1 (which resolves a project's
     # dependencies before its Requires-Python, pip issue 13270; Python 3.13.0 comes with

@@ -28,6 +28,7 @@ from aesara_bincount.scatter_rewriting import (
     local_scatter_add,
     match_scatter_add,
 )
+from aesara_bincount.sparse_update import SparseUpdate, match_sparse_update
 from aesara_bincount_core.semantics import reference_bincount, reference_scatter_add
 
 # The GPU part registers the shared constructor for CuPy arrays and the GPU
@@ -65,6 +66,8 @@ __all__ = [
     "match_multi_index",
     "ScatterSet",
     "local_scatter_set",
+    "SparseUpdate",
+    "match_sparse_update",
     "gpu",
     "__version__",
 ]

@@ -9,7 +9,7 @@ starts workers with ``multiprocessing`` (the "fork" start method, the default
 on Linux) would hang in every worker.
 
 ``Bincount`` itself no longer runs OpenMP parallel regions (its threads are
-the pool of ``c_code/bincount_pool.h``, which a forked child replaces), but
+the pool of ``c_code/cpu/worker_pool.h``, which a forked child replaces), but
 it takes its thread count from ``omp_get_max_threads()``, and other OpenMP
 code in the process (Ops of other packages, torch) still uses GNU OpenMP's
 teams.  The handler registered here runs in the child right after

@@ -3,7 +3,7 @@
 :func:`local_bincount_fusion` replaces ``Bincount(Elemwise(...), n,
 Elemwise(...))`` by :class:`~aesara_bincount_core.fused.FusedBincount`, whose C
 loop computes each value of ``x`` or of the weights from the Elemwise's inputs
-(``c_code/bincount_fused_cpu.c``), so that the intermediate array is never
+(``c_code/cpu/fused_bincount.c``), so that the intermediate array is never
 written.  It is registered in ``optdb`` (in :data:`fusion_db`, with the GPU
 pass of :mod:`aesara_bincount.gpu.fusion`) at position 49.2, after Aesara's
 ``elemwise_fusion`` (49), which has then made one ``Composite`` of each

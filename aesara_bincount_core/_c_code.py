@@ -1,8 +1,14 @@
 """Where the C and CUDA sources live, and what is read from them.
 
-The sources sit in ``c_code/`` at the repository root.  A wheel ships them as
-``aesara_bincount_core/c_code/`` (see ``setup.py``); a source checkout or an
-editable install finds them beside the package.  This module is the only
+The sources sit in ``c_code/`` at the repository root, in one folder for
+each place the code runs: ``cpu/`` (the CPU Ops), ``cuda/`` (the CUDA
+kernels and what they share with the host), ``cuda_host/`` (the GPU Ops'
+host code, the launchers and the driver) and ``common/`` (what the CPU Ops
+and the GPU Ops' host code share).  A source is named by its path relative
+to ``c_code/`` (``"cpu/bincount.c"``), in Python as in ``#include`` lines,
+which the compilers resolve with ``-I c_code``.  A wheel ships the folder as
+``aesara_bincount_core/c_code/`` (see ``setup.py``); a source checkout or
+an editable install finds it beside the package.  This module is the only
 place that knows that.
 """
 import hashlib
@@ -27,12 +33,29 @@ def c_code_dir() -> str:
         os.path.join(_HERE, "c_code"),
         os.path.join(os.path.dirname(_HERE), "c_code"),
     ):
-        if os.path.isfile(os.path.join(candidate, "bincount_common.h")):
+        if os.path.isfile(os.path.join(candidate, "common/host_helpers.h")):
             return candidate
     raise FileNotFoundError(
-        "aesara_bincount: the C sources (c_code/bincount_common.h) are missing; "
+        "aesara_bincount: the C sources (c_code/common/host_helpers.h) are missing; "
         "reinstall the package"
     )
+
+
+#: The subfolders of :func:`c_code_dir`, by where their code runs.
+FOLDERS = ("common", "cpu", "cuda", "cuda_host")
+#: The suffixes of source files.
+SUFFIXES = (".c", ".h", ".cu", ".cuh")
+
+
+def source_files(suffixes: Tuple[str, ...] = SUFFIXES) -> Tuple[str, ...]:
+    """Every source file of :func:`c_code_dir` with one of ``suffixes``, as
+    sorted paths relative to it (``"cuda/bincount_kernels.cu"``)."""
+    root = c_code_dir()
+    found = []
+    for folder, _, names in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        found += [os.path.normpath(os.path.join(rel, n)) for n in names if n.endswith(suffixes)]
+    return tuple(sorted(found))
 
 
 def c_code_path(name: str) -> str:
@@ -89,12 +112,12 @@ _MSG_RE = re.compile(r'^#define (BC_MSG_[A-Z_]+) "(.*)"$', re.MULTILINE)
 
 @lru_cache(maxsize=None)
 def messages() -> Dict[str, str]:
-    """The error messages of ``bincount_common.h`` as Python ``%`` formats.
+    """The error messages of ``common/host_helpers.h`` as Python ``%`` formats.
 
     The C code and the Python reference implementation raise the same text:
     ``%lld`` and ``%llu`` become ``%d``.
     """
-    text = read_source("bincount_common.h")
+    text = read_source("common/host_helpers.h")
     return {
         name: fmt.replace("%lld", "%d").replace("%llu", "%d")
         for name, fmt in _MSG_RE.findall(text)

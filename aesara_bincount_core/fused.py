@@ -2,13 +2,13 @@
 
 Neighbours: :mod:`aesara_bincount_core.op` (the plain :class:`Bincount`, whose
 forms and errors this Op keeps), :mod:`aesara_bincount_core.scalar_codegen`
-(the C code of the scalar graphs), ``c_code/bincount_fused_cpu.c`` (the
-loop's driver; its loops are in ``c_code/bincount_fused_cpu_loops.h``), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
+(the C code of the scalar graphs), ``c_code/cpu/fused_bincount.c`` (the
+loop's driver; its loops are in ``c_code/cpu/fused_bincount_loops.h``), :mod:`aesara_bincount.fusion_rewriting` (the rewrite that puts the Op
 in graphs).
 """
-from typing import List, Optional, Tuple
-
+import hashlib
 import re
+from typing import List, Optional, Tuple
 
 import numpy as np
 from aesara.gradient import DisconnectedType, grad
@@ -19,7 +19,7 @@ from aesara.tensor.elemwise import Elemwise
 from aesara.tensor.shape import Shape_i
 from aesara.tensor.type import TensorType
 
-from aesara_bincount_core import scalar_codegen
+from aesara_bincount_core import scalar_codegen, vector_codegen
 from aesara_bincount_core.op import Bincount, _as_length, _constant_int
 from aesara_bincount_core.semantics import INDEX_DTYPES, reference_bincount
 
@@ -79,7 +79,7 @@ class FusedBincount(Bincount):
     The Op computes what ``Bincount(mode, out_dtype)(x, n, weights)`` computes,
     where ``x = Elemwise(x_op)(*x_inputs)`` and ``weights =
     Elemwise(w_op)(*w_inputs)``, without storing ``x`` or ``weights``: the C
-    loop (``c_code/bincount_fused_cpu.c``) computes each value from the
+    loop (``c_code/cpu/fused_bincount.c``) computes each value from the
     inputs with the scalar ops' own C code, reading each input once.  The
     rewrite ``bincount_fusion`` (:mod:`aesara_bincount.fusion_rewriting`)
     puts it in graphs; there is no reason to build it by hand.
@@ -126,7 +126,7 @@ class FusedBincount(Bincount):
 
     __props__ = ("mode", "out_dtype", "openmp", "x_op", "w_op", "weighted")
     _cop_num_inputs = None
-    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_fused_cpu.c")
+    c_sources = ("common/host_helpers.h", "cpu/worker_pool.h", "cpu/fused_bincount.c")
     c_function = "cpu_bincount_fused"
     #: Bump by hand only for changes outside the C files and generated code.
     version = 1
@@ -282,10 +282,12 @@ class FusedBincount(Bincount):
         """Generated ``(defines, undefs, support, versions)`` for ``node``
         (``name``: a C identifier unique to the node in its module)."""
         x_ins, _, w_ins = self.split_inputs(node.inputs)
+        x_dtype = self._check_group("", "x", self.x_op, x_ins)
         defs = {
             "BC_NX": len(x_ins),
             "BC_NIN": len(node.inputs),
-            "BC_FX_T": _c_type(self._check_group("", "x", self.x_op, x_ins)),
+            "BC_FX_T": _c_type(x_dtype),
+            "BC_FX_SIZE": np.dtype(x_dtype).itemsize,
             "BC_FX_FUSED": int(self.x_op is not None),
             "BC_WEIGHTED": int(self.weighted),
             "BC_FW_FUSED": int(self.w_op is not None),
@@ -299,6 +301,10 @@ class FusedBincount(Bincount):
             defs[f"BC_FUSED_{tag}(i, dst)"] = code[1]
             support.append(code[2].support)
             versions.append(code[2].version)
+            if tag == "W" and code[3] is not None:
+                defs["BC_FW_VEC"] = 1
+                defs["BC_FUSED_WV(i, dst)"] = code[3]
+                versions.append(hashlib.sha256(code[3].encode()).hexdigest())
         defs["BC_SCALAR_ERRORS"] = "{" + ", ".join(
             f'{{&PyExc_{exc}, "{msg}"}}' for exc, msg in scalar_codegen.SCALAR_ERRORS
         ) + "}"
@@ -337,9 +343,15 @@ class FusedBincount(Bincount):
 
 
 def _scalar_group(sop, ins, first: int, tag: str, name: str):
-    """``(locals, body macro text, ScalarCode)`` of a scalar graph whose inputs
-    are node inputs ``first ...``; ``tag`` ("x" or "w") prefixes variables,
-    ``name`` is the scalar code's per-node name."""
+    """``(locals, body macro text, ScalarCode, vector macro text or None)`` of a
+    scalar graph whose inputs are node inputs ``first ...``; ``tag`` ("x" or
+    "w") prefixes variables, ``name`` is the scalar code's per-node name.
+
+    The vector macro (``BC_FUSED_WV(i, dst)`` of ``c_code/cpu/fused_bincount.c``)
+    computes the values of elements ``i ..`` into the vector ``dst`` of type
+    ``BC_FWV``: each vector input is loaded (``memcpy``, any alignment), each
+    0-d input is the scalar GCC broadcasts; only for graphs with a vector form
+    (:func:`~aesara_bincount_core.vector_codegen.vector_code`)."""
     decls, reads = [], []
     for k, v in enumerate(ins):
         j, t = first + k, _c_type(v.type.dtype)
@@ -364,4 +376,18 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
         + _macro_body(code.body)
         + ["}", f"(dst) = bc_{tag}r;", "} while (0)"]
     )
-    return " ".join(decls), " \\\n    ".join(body_lines), code
+    vec_reads, vec_ins = [], []
+    for k, v in enumerate(ins):
+        j = first + k
+        if v.type.ndim == 1:
+            vec_reads.append(f"BC_FWV bc_{tag}v{k}; memcpy(&bc_{tag}v{k}, bc_{tag}p{j} + (i), sizeof(bc_{tag}v{k}));")
+            vec_ins.append(f"bc_{tag}v{k}")
+        else:
+            vec_ins.append(f"bc_{tag}s{j}")
+    vec = vector_codegen.vector_code(
+        sop, vec_ins, "(dst)", out_dtype, scalars=[v.type.ndim == 0 for v in ins]
+    )
+    vec_macro = None
+    if vec is not None and all(v.type.dtype == out_dtype for v in ins):
+        vec_macro = " \\\n    ".join(["do {"] + vec_reads + vec.splitlines() + ["} while (0)"])
+    return " ".join(decls), " \\\n    ".join(body_lines), code, vec_macro

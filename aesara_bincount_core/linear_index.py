@@ -63,12 +63,12 @@ class LinearIndex(CFileOp):
     Notes
     -----
     One pass over ``B`` per axis on one thread, holding the GIL; the C code
-    is ``c_code/scatter_index_cpu.c``.  The outputs are integers: no
+    is ``c_code/cpu/linear_index.c``.  The outputs are integers: no
     gradient flows through it (all inputs disconnected).
     """
 
     __props__ = ()
-    c_sources = ("bincount_common.h", "scatter_add_common.h", "scatter_index_cpu.c")
+    c_sources = ("common/host_helpers.h", "common/scatter_checks.h", "cpu/linear_index.c")
     c_function = "cpu_linear_index"
 
     def c_flags(self, node):

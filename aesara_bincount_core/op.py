@@ -9,6 +9,7 @@ from aesara.tensor.shape import Shape_i
 from aesara.tensor.subtensor import advanced_subtensor1
 from aesara.tensor.type import TensorType
 
+from aesara_bincount_core import cpu_plan
 from aesara_bincount_core.c_file_op import OpenMPCFileOp
 from aesara_bincount_core.semantics import (
     INDEX_DTYPES,
@@ -103,7 +104,7 @@ class Bincount(OpenMPCFileOp):
 
     The algorithm (one pass over ``x`` with privatized, interleaved
     histograms, or a direct path for many bins) is described in
-    ``c_code/bincount_cpu.c`` (the driver) and in the file of each counting
+    ``c_code/cpu/bincount.c`` (the driver) and in the file of each counting
     regime it includes, ``c_code/bincount_cpu_*.h``.  The call holds the GIL;
     it runs on the CPU only and never synchronises with a device.  Counts
     into many bins (an output of 1 MiB or more, one counting thread) are
@@ -116,8 +117,8 @@ class Bincount(OpenMPCFileOp):
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     # The regime files bincount_cpu_*.h are per-instantiation headers that
-    # bincount_cpu.c includes: the include closure hashes them (CFileOp).
-    c_sources = ("bincount_common.h", "bincount_pool.h", "bincount_cpu.c")
+    # cpu/bincount.c includes: the include closure hashes them (CFileOp).
+    c_sources = ("common/host_helpers.h", "cpu/worker_pool.h", "cpu/bincount.c")
     c_function = "cpu_bincount"
 
     def __init__(
@@ -134,6 +135,13 @@ class Bincount(OpenMPCFileOp):
             "BC_SCATTER": int(self.mode == "scatter"),
             "BC_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
         }
+
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        super().prepare_node(node, storage_map, compute_map, impl)
+        if impl == "c":
+            # The CPU plan, which the C code reads at each call: made once per
+            # process, by the first compiled function (cpu_plan.current).
+            cpu_plan.current()
 
     # -- graph -------------------------------------------------------------
     #: How ``x`` and ``weights`` become variables, and the output's Type

@@ -14,11 +14,14 @@ its support code as the kernel's preamble).
   :data:`MATH_FUNCTIONS` and the function's Notes), never by a compile error.
 - :func:`scalar_code` generates the code: file-scope ``support`` and the
   statements of the ``body``, plus a ``version`` hash for cache keys.
+- :mod:`aesara_bincount_core.vector_codegen` writes, for the graphs that
+  have one, the same computation on GCC's vector types (the CPU fused loop's
+  weights, several elements an instruction).
 
 For CUDA, what NVRTC lacks (NumPy's ``npy_*`` types, ``M_PI``, ``NAN``) comes
-from ``c_code/scalar_cuda_preamble.cuh`` (:data:`CUDA_PREAMBLE`), which the
+from ``c_code/cuda/scalar_preamble.cuh`` (:data:`CUDA_PREAMBLE`), which the
 code that includes the body must include first; the GPU kernel template,
-``c_code/elemwise_cuda_kernel.cu``, does.
+``c_code/cuda/elemwise_kernel.cu``, does.
 
 Errors: of Aesara's scalar ops only integer ``//`` and ``%`` report one (a
 division by zero raises ``ZeroDivisionError`` through Python).  The
@@ -57,7 +60,7 @@ DTYPES = (
     "float32", "float64",
 )  # fmt: skip
 #: The header, in ``c_code/``, that CUDA code must include before the support code.
-CUDA_PREAMBLE = "scalar_cuda_preamble.cuh"
+CUDA_PREAMBLE = "cuda/scalar_preamble.cuh"
 #: The macro the body calls to report an error: ``BC_SCALAR_FAIL(code);``.
 FAIL_MACRO = "BC_SCALAR_FAIL"
 #: ``(Python exception, message)`` of each error code ``1, 2, ...`` the body may report.
@@ -374,3 +377,4 @@ def scalar_code(
         h.update(part.encode())
         h.update(b"\0")
     return ScalarCode(support=support, body=body, version=h.hexdigest(), errors=errors)
+

@@ -85,8 +85,8 @@ class ScatterAdd(OpenMPCFileOp):
     :class:`~aesara_bincount.Bincount` uses (one per process): a
     call never waits for a worker that has not started (see
     :doc:`thread_safety`).  The algorithm is described in
-    ``c_code/scatter_add_cpu.c`` and the three parts it includes
-    (``scatter_add_cpu_check.h``, ``_loops.h``, ``_lanes.h``).
+    ``c_code/cpu/scatter_add.c`` and the three parts it includes
+    (``cpu/scatter_add_check.h``, ``_loops.h``, ``_lanes.h``).
 
     Errors, raised when the compiled function runs (the Op checks every
     index before it writes anything, so an in-place base, such as a shared
@@ -116,7 +116,7 @@ class ScatterAdd(OpenMPCFileOp):
     :attr:`output_type` (GPU ones there; the shape of the zero-filled base
     stays on the host), and it takes ``infer_shape``,
     ``connection_pattern`` and ``L_op`` as they are.  Its host C code reuses
-    the checks of ``c_code/scatter_add_common.h`` and reports a bad index
+    the checks of ``c_code/common/scatter_checks.h`` and reports a bad index
     through a status that a checking kernel writes, read before the adding
     kernel is queued; that kernel adds wide rows with a warp per row
     (coalesced) and runs of equal indices (hot rows) through running sums in
@@ -127,10 +127,10 @@ class ScatterAdd(OpenMPCFileOp):
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
-        "bincount_common.h",
-        "bincount_pool.h",
-        "scatter_add_common.h",
-        "scatter_add_cpu.c",
+        "common/host_helpers.h",
+        "cpu/worker_pool.h",
+        "common/scatter_checks.h",
+        "cpu/scatter_add.c",
     )
     c_function = "cpu_scatter_add"
 

@@ -62,11 +62,11 @@ class ScatterSet(CFileOp):
     and NaN payloads are kept.  Gradient as Aesara's set: the base gets
     ``g`` with the rows set to 0, the values ``g[rows]`` (summed over
     broadcast dimensions); rows are disconnected.  C code:
-    ``c_code/scatter_set_cpu.c``.
+    ``c_code/cpu/scatter_set.c``.
     """
 
     __props__ = ("inplace",)
-    c_sources = ("bincount_common.h", "scatter_add_common.h", "scatter_set_cpu.c")
+    c_sources = ("common/host_helpers.h", "common/scatter_checks.h", "cpu/scatter_set.c")
     c_function = "cpu_scatter_set"
 
     def __init__(self, inplace: bool = False):

@@ -3,7 +3,7 @@
 :func:`reference_bincount` is the NumPy reference that ``Bincount.perform``
 runs and that the C and CUDA code must match, and :func:`reference_scatter_add`
 the one of ``ScatterAdd`` (the scatter-add of rows); its error messages come from
-``c_code/bincount_common.h`` so that all paths raise the same text.
+``c_code/common/host_helpers.h`` so that all paths raise the same text.
 """
 import os
 from typing import Optional
@@ -69,7 +69,7 @@ def check_output_size(nbins: int, itemsize: int) -> None:
     """Raise ``MemoryError`` if ``nbins`` items of ``itemsize`` bytes cannot fit.
 
     The limit is the machine's physical memory, as in the C code
-    (``bc_check_output_size`` in ``bincount_common.h``).
+    (``bc_check_output_size`` in ``common/host_helpers.h``).
 
     Parameters
     ----------

@@ -58,7 +58,7 @@ import cpu_report  # noqa: E402
 import peers  # noqa: E402
 from aesara_bincount import Bincount  # noqa: E402
 from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
-from run_info import machine_info  # noqa: E402
+from run_info import cpu_words, machine_info  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
@@ -238,6 +238,7 @@ def main(argv=None):
     fns = Functions()
     extra = optional_competitors()
     machine = machine_info()
+    print(f"CPU: {cpu_words(machine)}", flush=True)
     rows = []
     for i, (n, bins, dist, dtype, weighted) in enumerate(cells):
         row = dict(n=n, bins=bins, dist=dist, dtype=dtype, weighted=weighted)

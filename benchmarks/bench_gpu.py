@@ -16,8 +16,8 @@ Run by ``scripts/gpu_check.sh``, in one process per software stack:
     Merge the JSON files of the runs above into one Markdown table.
 ``--sanitize``
     A small correctness run, without timing, for ``compute-sanitizer``
-    (bincount and the scatter-add of rows: every family of the rows
-    kernels, the early exit of the add on a bad index).
+    (:mod:`gpu_sanitize`: the kernel layer, and where Aesara imports every
+    kernel family through ``aesara.function``).
 
 The Aesara stack also runs the rows of ``bench_gpu_scatter.py`` (issue 30:
 the confusion matrix, the batched bincount, the NLL gradient and the
@@ -251,78 +251,13 @@ def run(args):
 
 
 def sanitize(args):
-    """Small runs for compute-sanitizer: every path, checked against NumPy."""
+    """Small runs for compute-sanitizer: every kernel family, checked (:mod:`gpu_sanitize`)."""
     found = _cupy()
     if found is None:
         return 2
-    cp, _ = found
-    # Plain cudaMalloc for every array, so that memcheck sees each buffer's bounds
-    # (a pool hands out pieces of bigger blocks).
-    cp.cuda.set_allocator(None)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 700, 50_001).astype("int32")
-    w = rng.random(x.size)
-    checks = [
-        (kernels.bincount_cupy(cp.asarray(x)), np.bincount(x)),
-        (kernels.bincount_cupy(cp.asarray(x), cp.asarray(w)), np.bincount(x, w)),
-        (kernels.bincount_cupy(cp.asarray(x.astype("int8") % 100), out_dtype="float32"),
-         np.bincount(x.astype("int8") % 100).astype("float32")),
-        (kernels.bincount_cupy(cp.asarray(np.append(x, 70_000))), np.bincount(np.append(x, 70_000))),
-        (kernels.bincount_cupy(cp.asarray(x[::3].astype("int64"))), np.bincount(x[::3])),
-        (kernels.bincount_cupy(cp.asarray(x - 350), None, 350, "scatter"),
-         np.bincount(np.where(x - 350 < 0, x, x - 350), minlength=350)),
-        (kernels.bincount_cupy(cp.asarray(np.full(100_000, 7, "uint8"))),
-         np.bincount(np.full(100_000, 7)).astype("uint8")),
-    ]  # fmt: skip
-    # The scatter-add of rows: wide rows (a warp per row, 2 column tiles), hot
-    # narrow int8 rows (the compare-and-swap on a 32-bit word), in place.
-    from aesara_bincount_core.semantics import reference_scatter_add
+    from gpu_sanitize import run
 
-    idx = rng.integers(-300, 300, 20_000)
-    g = rng.random((20_000, 150))
-    # 24 bytes: see the note on 8- and 16-bit outputs in scatter_add_cuda_kernel.cu
-    base8 = rng.integers(-9, 9, (8, 3)).astype("int8")
-    g8 = rng.integers(-9, 9, (30_001, 3)).astype("int8")
-    idx8 = rng.integers(0, 2, 30_001).astype("uint8")
-    checks += [
-        (kernels.scatter_add_cupy(cp.zeros((300, 150)), cp.asarray(g), cp.asarray(idx)),
-         reference_scatter_add(np.zeros((300, 150)), g, idx)),
-        (kernels.scatter_add_cupy(cp.asarray(base8), cp.asarray(g8), cp.asarray(idx8), inplace=True),
-         reference_scatter_add(base8, g8, idx8)),
-    ]  # fmt: skip
-    # float32 rows with a hot row (the compare-and-swap), D = 1 with int16
-    # indices, int16 rows (the 16-bit half of a word).
-    hot = np.where(rng.random(20_000) < 0.3, 0, rng.integers(0, 500, 20_000))
-    g32 = rng.random((20_000, 40)).astype("float32")
-    g1 = rng.random((20_000, 1)).astype("float32")
-    base16 = rng.integers(-9, 9, (9, 5)).astype("int16")
-    g16 = rng.integers(-9, 9, (7_001, 5)).astype("int16")
-    idx16 = rng.integers(-9, 9, 7_001).astype("int16")
-    checks += [
-        (kernels.scatter_add_cupy(cp.zeros((500, 40), "float32"), cp.asarray(g32), cp.asarray(hot)),
-         reference_scatter_add(np.zeros((500, 40), "float32"), g32, hot)),
-        (kernels.scatter_add_cupy(cp.zeros((500, 1), "float32"), cp.asarray(g1), cp.asarray(hot.astype("int16"))),
-         reference_scatter_add(np.zeros((500, 1), "float32"), g1, hot)),
-        (kernels.scatter_add_cupy(cp.asarray(base16), cp.asarray(g16), cp.asarray(idx16), inplace=True),
-         reference_scatter_add(base16, g16, idx16)),
-    ]  # fmt: skip
-    bad = 0
-    for i, (got, want) in enumerate(checks):
-        same = np.allclose(cp.asnumpy(got), want, rtol=1e-4)
-        bad += not same
-        print(f"sanitize case {i}: {'ok' if same else 'MISMATCH'}")
-    try:
-        kernels.bincount_cupy(cp.asarray(np.array([1, -2, 3], dtype="int16")))
-        bad += 1
-    except ValueError as exc:
-        print(f"sanitize error case: ok ({exc})")
-    try:
-        kernels.scatter_add_cupy(cp.asarray(base8), cp.asarray(g8[:3]), cp.asarray(np.array([0, 8, 1])))
-        bad += 1
-    except IndexError as exc:
-        print(f"sanitize error case: ok ({exc})")
-    cp.cuda.get_current_stream().synchronize()
-    return 1 if bad else 0
+    return 1 if run(found[0]) else 0
 
 
 # ---------------------------------------------------------------------------

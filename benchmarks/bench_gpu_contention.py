@@ -12,7 +12,7 @@ time.
 - float32 rows with a hot row: 30 % of the indices on row 0 (a padding
   index), D = 64, summed in the float64 scratch (at most 4 rows per index);
   and 10 % on one row of a table of 1e6 rows with 1e4 indices, which takes
-  the batched compare-and-swap instead (``c_code/scatter_add_cuda_kernel.cu``);
+  the batched compare-and-swap instead (``c_code/cuda/scatter_add_kernels.cu``);
 - rows of D = 1 and of D = 128 (float32, uniform indices).
 
 Each row times a whole call (``bincount_cupy`` / ``scatter_add_cupy``,

@@ -4,12 +4,18 @@ Loaded by ``benchmarks/bench_gpu.py`` (the Aesara stack only: the mode is a
 compile-time choice of the Ops), which adds :func:`det_rows` to its JSON
 under ``"deterministic"`` and :func:`det_table` to its table.  Each row
 times one function compiled in the default mode and under ``"more"``, on
-the same GPU shared variables, result kept on the GPU:
+the same GPU shared variables, result kept on the GPU (but in the row "to
+host"):
 
 ``seed loop, float64``
     ``bincount(gx, weights=exp(-theta * gv))``, ``gx`` int64 in ``[0,
     1000)``, ``gv`` float64, N = 1e6 (``--small``: 20,000): the seed case,
     one ``GpuFusedBincount``.  Target: "more" at most 1.5x the default.
+``seed loop to host, float64``
+    The same with its result to the host, as the seed's loop runs it
+    (``GpuFusedBincount{..., to_host=True}``): the default path and, under
+    "more", the window pass and its finish queued before one copy and one
+    wait (issue 40).  Target 1.5x.
 ``seed loop, float32``
     The same with ``gv`` and ``theta`` float32 (float32 weights).  Target
     1.5x.  Left out with ``--small`` (the dry run, whose every compile of a
@@ -18,7 +24,7 @@ the same GPU shared variables, result kept on the GPU:
     ``bincount(gx, weights=gw)``, ``gx`` int64 of N = 1e6 values spread
     over ``[0, 1e4)`` (``1e5``, ``1e6``) bins, ``gw`` float64 in a GPU
     shared variable: more bins than the window passes take, so "more" runs
-    the bucket path (``c_code/bincount_cuda_det_bucket.cuh``).  Target 3x.
+    the bucket path (``c_code/cuda/bincount_det_bucket.cuh``).  Target 3x.
     ``--small``: only the ``1e6`` row, 20,000 values into 20,000 bins.
 ``rows, hot row``
     ``inc_subtensor(W[idx], g)`` onto a float32 table of V = 100,000 rows of
@@ -27,7 +33,7 @@ the same GPU shared variables, result kept on the GPU:
 ``rows 1e6, float32`` and ``rows 1e6, hot row``
     The same table and D, B = 1e6 indices, spread over the rows or with a
     quarter of them on row 0: past ``BC_CUDA_ROWS_DET_SORT_MIN``, so "more"
-    sorts idx by owner block first (``c_code/scatter_add_cuda_det_bucket.cuh``).
+    sorts idx by owner block first (``c_code/cuda/scatter_add_det_bucket.cuh``).
     Target 3x.  ``--small``: only the hot row, 300 x 4, 40,000 indices (still
     past the threshold).
 
@@ -58,7 +64,8 @@ ROWS = {"rows, hot row": ((100_000, 64, 16_384), (50, 8, 32), 0.25),
         "rows 1e6, float32": ((100_000, 64, 10**6), None, 0.0),
         "rows 1e6, hot row": ((100_000, 64, 10**6), (300, 4, 40_000), 0.25)}
 #: Most a "more" call may cost against the default one (issue 31).
-TARGETS = {"seed loop, float64": 1.5, "seed loop, float32": 1.5, "rows, hot row": 3.0,
+TARGETS = {"seed loop, float64": 1.5, "seed loop to host, float64": 1.5, "seed loop, float32": 1.5,
+           "rows, hot row": 3.0,
            "many bins 1e4, float64": 3.0, "many bins 1e5, float64": 3.0, "many bins 1e6, float64": 3.0,
            "rows 1e6, float32": 3.0, "rows 1e6, hot row": 3.0}
 #: Bins of the "many bins" rows (--small: SMALL_MANY values into as many bins).
@@ -80,7 +87,9 @@ def _graphs(cp, name, small):
         v = ((cp.arange(n, dtype="int64") * 104729 % 65537) / 65537.0).astype(dtype)
         theta = at.scalar("theta", dtype=dtype)
         out = bincount(gpu.shared(x, borrow=True), weights=at.exp(-theta * gpu.shared(v, borrow=True)))
-        return [theta], gpu.gpu_from_host(out), n, np.dtype(dtype).type(0.5)
+        if "to host" not in name:
+            out = gpu.gpu_from_host(out)
+        return [theta], out, n, np.dtype(dtype).type(0.5)
     if name.startswith("many"):
         n = SMALL_MANY if small else SEED_N
         bins = SMALL_MANY if small else MANY_BINS[name]

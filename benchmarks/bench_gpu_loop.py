@@ -19,14 +19,29 @@ through ``aesara.function``), which adds :func:`loop_rows` to its JSON under
     one read of x and v at the measured copy bandwidth.
 ``sgd step``
     ``W <- W - lr * grad(((W[idx] - t) ** 2).sum(), W)``, all GPU shared
-    (V = 100,000 rows of D = 64 float32, a batch of B = 16,384 indices;
-    ``--small``: 50 x 8, 32).  Candidates: the compiled function, the same
-    step in PyTorch (``index_select`` then ``index_add_`` in place) and in
-    CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
-``mlp step``, ``kmeans step``
+    (V = 100,000 and 1,000,000 rows of D = 64 float32, a batch of B = 16,384
+    indices; ``--small``: 50 and 500 rows of 8, 32).  Candidates: the
+    compiled function (``sparse``: the rewrite ``sparse_update`` made it one
+    ``GpuScatterAdd`` into ``W`` in place), the same step with
+    ``mode.excluding("sparse_update")`` (``dense``: a zero-filled table, the
+    scatter-add, an elementwise pass over the whole table), the step written
+    ``inc_subtensor(W[idx], -lr * grad(cost, W[idx]))`` (``inc_subtensor``),
+    the same step in PyTorch (``index_select`` then ``index_add_`` in place)
+    and in CuPy (``W[idx]`` then ``cupyx.scatter_add``), where importable.
+    The sparse step's time should not follow V (the two rows), the dense
+    step's does.
+``mlp step``, ``kmeans step``, ``logreg step``
     Issue 29's programs (``gpu_programs.py``): an MLP classifier's SGD step
-    and a k-means step, on GPU shared variables, against the same graphs on
+    and a k-means step, and issue 39's minibatch logistic regression
+    (``log(p)[arange(batch_size), y]``, a batch of 4,096 MNIST-sized rows;
+    ``--small``: 8), on GPU shared variables, against the same graphs on
     host shared variables (``CPU graph ms``).
+``rnn step``
+    Issue 39's loop (``gpu_scan_programs.py``): an Elman RNN's SGD step
+    trained with scan (the forward loop, the loop of its gradient, the
+    updates), T = 50 steps of a batch of 64, 128 inputs, 256 hidden units,
+    32 classes (``--small``: 3 steps of 2, 3, 4, 3); ``N`` is the number of
+    steps; ``transfers`` counts those of the loops' inner graphs too.
 
 Timing: wall-clock milliseconds of one call followed by a synchronization of
 the device (the same for every candidate, :func:`wall_ms`: median of the
@@ -49,14 +64,15 @@ if HERE not in sys.path:  # the sibling module sizes.py, also when loaded by pat
     sys.path.insert(0, HERE)
 
 from gpu_programs import program_rows  # noqa: E402
+from gpu_scan_programs import scan_program_rows  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 __all__ = ["loop_rows", "loop_table", "wall_ms"]
 
 SEED_SIZES = (10**6, 10**8)
 SMALL_SEED_SIZES = (20_000,)
-SGD = (100_000, 64, 16_384)
-SMALL_SGD = (50, 8, 32)
+SGD = ((100_000, 64, 16_384), (1_000_000, 64, 16_384))
+SMALL_SGD = ((50, 8, 32), (500, 8, 32))
 
 
 def _transfers(f):
@@ -114,6 +130,7 @@ def _seed_row(cp, n, repeat, bandwidth):
 def _sgd_row(cp, torch, sizes, repeat):
     import aesara
     import aesara.tensor as at
+    from aesara.compile.mode import get_default_mode
 
     from aesara_bincount import gpu
 
@@ -122,18 +139,37 @@ def _sgd_row(cp, torch, sizes, repeat):
     W0 = rng.standard_normal((V, D)).astype("float32")
     idx0 = rng.integers(0, V, B).astype("int64")
     t0 = rng.standard_normal((B, D)).astype("float32")
-    W, idx, t = gpu.shared(W0), gpu.shared(idx0), gpu.shared(t0)
+    idx, t = gpu.shared(idx0), gpu.shared(t0)
     lr = at.scalar("lr", dtype="float32")
-    loss = ((W[idx] - t) ** 2).sum()
-    f = aesara.function([lr], [], updates={W: W - lr * aesara.grad(loss, W)})
+    steps = {}
+    for name in ("sparse", "dense", "inc_subtensor"):
+        W = gpu.shared(W0)
+        rows = W[idx]
+        loss = ((rows - t) ** 2).sum()
+        if name == "inc_subtensor":
+            update = at.inc_subtensor(rows, -lr * aesara.grad(loss, rows))
+        else:
+            update = W - lr * aesara.grad(loss, W)
+        mode = get_default_mode().excluding("sparse_update") if name == "dense" else None
+        steps[name] = (W, aesara.function([lr], [], updates={W: update}, mode=mode))
+    W, f = steps["sparse"]
     sync = cp.cuda.get_current_stream().synchronize
     row = {"row": "sgd step", "N": B, "V": V, "D": D, "load": f"{os.getloadavg()[0]:.1f}"}
     row["transfers"] = _transfers(f)
-    f(np.float32(0.01))
+    names = [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+    row["sparse"] = [str(n.op) for n in f.maker.fgraph.toposort() if "ScatterAdd" in str(n.op)] == [
+        "GpuScatterAdd{onto='base', inplace=True}"] and "GpuAlloc" not in names
     expected = W0.copy()
     np.add.at(expected, idx0, -0.01 * 2 * (W0[idx0] - t0))
-    row["correct"] = bool(np.allclose(W.get_value(), expected, rtol=1e-4, atol=1e-4))
+    correct = True
+    for name, (Wn, fn) in steps.items():
+        fn(np.float32(0.01))
+        correct &= bool(np.allclose(cp.asnumpy(Wn.get_value()), expected, rtol=1e-4, atol=1e-4))
+    row["correct"] = correct
     row["aesara_ms"] = wall_ms(sync, lambda: f(np.float32(0.01)), repeat)
+    dense, inc = steps["dense"][1], steps["inc_subtensor"][1]
+    row["dense_ms"] = wall_ms(sync, lambda: dense(np.float32(0.01)), repeat)
+    row["inc_ms"] = wall_ms(sync, lambda: inc(np.float32(0.01)), repeat)
     if torch is not None:
         tW, ti, tt = (torch.as_tensor(a, device="cuda") for a in (W0, idx0, t0))
 
@@ -157,8 +193,11 @@ def loop_rows(cp, torch, small, repeat, bandwidth):
     for n in SMALL_SEED_SIZES if small else SEED_SIZES:
         rows.append(_seed_row(cp, n, repeat, bandwidth))
         cp.get_default_memory_pool().free_all_blocks()
-    rows.append(_sgd_row(cp, torch, SMALL_SGD if small else SGD, repeat))
+    for sizes in SMALL_SGD if small else SGD:
+        rows.append(_sgd_row(cp, torch, sizes, repeat))
+        cp.get_default_memory_pool().free_all_blocks()
     rows += program_rows(cp, small, repeat, wall_ms, _transfers)
+    rows += scan_program_rows(cp, small, repeat, wall_ms, _transfers)
     return rows
 
 
@@ -174,8 +213,8 @@ def loop_table(rows):
         return ""
     lines = [
         "| row | N | transfers | fused | Aesara e2e ms | unfused ms | today's path ms | cupy ms "
-        "| torch ms | floor ms | CPU graph ms | load avg | correct |",
-        "|" + "---|" * 13,
+        "| torch ms | floor ms | CPU graph ms | load avg | correct | V | sparse | dense ms | inc_subtensor ms |",
+        "|" + "---|" * 17,
     ]
     verdicts = []
     for r in rows:
@@ -184,7 +223,10 @@ def loop_table(rows):
             f"| {'-' if 'fused' not in r else 'yes' if r['fused'] else 'no'} | {_fmt(r.get('aesara_ms'))} "
             f"| {_fmt(r.get('unfused_ms'))} | {_fmt(r.get('today_ms'))} "
             f"| {_fmt(r.get('cupy_ms'))} | {_fmt(r.get('torch_ms'))} | {_fmt(r.get('floor_ms'))} "
-            f"| {_fmt(r.get('cpu_ms'))} | {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} |"
+            f"| {_fmt(r.get('cpu_ms'))} | {r.get('load') or '-'} | {'yes' if r.get('correct') else 'NO'} "
+            f"| {size_text(r['V']) if 'V' in r else '-'} "
+            f"| {'-' if 'sparse' not in r else 'yes' if r['sparse'] else 'no'} "
+            f"| {_fmt(r.get('dense_ms'))} | {_fmt(r.get('inc_ms'))} |"
         )
         a = r.get("aesara_ms")
         if r["row"] == "seed loop" and r["N"] == 10**6:
@@ -199,6 +241,14 @@ def loop_table(rows):
                 verdicts.append(("seed loop at 1e8 fused, within 1.1x of one read of x and v", ok, ratio))
         if r["row"] == "sgd step" and r.get("torch_ms"):
             verdicts.append(("sgd step no slower than PyTorch", a <= r["torch_ms"], a / r["torch_ms"]))
+        if r["row"] == "sgd step" and r.get("dense_ms") and r.get("V", 0) >= 10**6:
+            # Issue 41: the sparse step reads and writes the touched rows only.
+            ok = bool(r.get("sparse")) and r["dense_ms"] >= 3 * a
+            verdicts.append((f"sgd step at V={size_text(r['V'])}: dense / sparse >= 3", ok, r["dense_ms"] / a))
+    sgd = {r["V"]: r["aesara_ms"] for r in rows if r["row"] == "sgd step" and r.get("V") and r.get("dense_ms")}
+    if 10**5 in sgd and 10**6 in sgd:
+        ratio = sgd[10**6] / sgd[10**5]
+        verdicts.append(("sgd step: time at V=1e6 / V=1e5 <= 1.5 (touched rows only)", ratio <= 1.5, ratio))
     lines.append("")
     lines += [f"- {'PASS' if ok else 'FAIL'}: {what} ({value:.3g})" for what, ok, value in verdicts]
     return "\n".join(lines)

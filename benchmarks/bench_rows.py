@@ -49,7 +49,7 @@ import aesara_bincount  # noqa: E402,F401
 from aesara_bincount import ScatterAdd  # noqa: E402
 import peers  # noqa: E402
 from aesara_bincount._timing import interleaved_times, load_average  # noqa: E402
-from run_info import machine_info  # noqa: E402
+from run_info import cpu_words, machine_info  # noqa: E402
 from sizes import size_text  # noqa: E402
 
 IMPLS = ["aesara", "ours_omp_off", "ours_omp_on", "np_add_at", "numba", "torch_1thread", "read"]
@@ -289,7 +289,7 @@ def table(rows, machine):
         for t in targets_judged(rows, machine)
     )
     desc = (
-        f"Machine: {machine['cpu']}, {machine['cores']} cores ({machine['host']}); "
+        f"Machine: {cpu_words(machine)}, {machine['cores']} cores ({machine['host']}); "
         f"Python {machine['python']}, numpy {machine['numpy']}, Aesara {machine['aesara']}, "
         f"aesara_bincount {machine['aesara_bincount']}, numba {machine.get('numba', '-')}, "
         f"torch {machine.get('torch', '-')}; OMP_NUM_THREADS={machine['omp_threads']}; "

@@ -18,7 +18,7 @@ wall times and the load average at its start.
 import re
 from typing import Dict, List, Optional, Tuple
 
-from run_info import run_words
+from run_info import cpu_words, run_words
 from sizes import size_text
 
 #: The issues' targets: a cell (N, bins, dist, dtype of x, float64 weights)
@@ -156,7 +156,7 @@ def table(rows, machine) -> str:
             f"{fmt_ratio(wall['bincount_omp_off'], wall.get('bincount_omp_on'))} |"
         )
     desc = (
-        f"Machine: {machine['cpu']}, {machine['cores']} cores ({machine['host']}); "
+        f"Machine: {cpu_words(machine)}, {machine['cores']} cores ({machine['host']}); "
         f"Python {machine['python']}, numpy {machine['numpy']}, Aesara {machine['aesara']}, "
         f"aesara_bincount {machine['aesara_bincount']}, numba {machine.get('numba', '-')}, "
         f"torch {machine.get('torch', '-')}; OMP_NUM_THREADS={machine['omp_threads']}; {machine['date']}"
@@ -348,7 +348,7 @@ def readme_block(data: dict, source: str, rows_targets: Optional[List[dict]] = N
              "candidates, wall time for OpenMP; candidates interleaved call by call"
              + (f", {LEAD_IN}" if m.get("lead_in") else "")
              + ", best of 3 rounds of the round's median")
-    out = [BEGIN, "", f"Measured with ``make bench`` on {m['cpu']}, {m['cores']} cores, "
+    out = [BEGIN, "", f"Measured with ``make bench`` on {cpu_words(m)}, {m['cores']} cores, "
            f"Python {m['python']}, numpy {m['numpy']}, Aesara {m['aesara']}, numba {m.get('numba', '-')}, "
            f"torch {m.get('torch', '-')}, in the {run_words(m)} (run id ``{m.get('run_id', 'none')}``, "
            "the plots' too)"

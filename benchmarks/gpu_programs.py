@@ -1,6 +1,7 @@
-"""Two whole programs that must stay on the GPU: an MLP classifier's SGD step and a k-means step.
+"""Whole programs that must stay on the GPU: an MLP classifier's SGD step, a k-means step, a logistic regression's step.
 
-Issue 29's graphs, built by :func:`mlp_step` and :func:`kmeans_step` on the
+Issue 29's graphs, built by :func:`mlp_step` and :func:`kmeans_step`, and
+issue 39's, built by :func:`logreg_step`, on the
 shared variables of a given constructor (``aesara_bincount.gpu.shared`` for
 the GPU, ``aesara.shared`` for the host), so that the tests
 (``tests/gpu/test_gpu_programs.py``) and the GPU benchmark
@@ -19,16 +20,25 @@ graphs.
     minlength=k)``, the sums of the points of each cluster by a scatter-add
     (``inc_subtensor(zeros[a], X)``), and the new centers (an empty cluster
     keeps its center).  Sizes ``(N, D, k)``.
+``logreg step``
+    The minibatch logistic regression of issue 39, as DQN and Lasagne code
+    write it: ``p = softmax(dot(X, W) + b)``, the cost
+    ``-mean(log(p)[arange(batch_size), y])`` with the batch size a Python
+    int (or ``arange(y.shape[0])``, the deeplearning.net tutorial's form),
+    one SGD update of ``W`` and ``b``, and the error rate.  Sizes ``(B, D,
+    K)``: batch, features, classes.
 """
 import os
 
 import numpy as np
 
-__all__ = ["MLP", "KMEANS", "kmeans_step", "mlp_step", "program_rows"]
+__all__ = ["LOGREG", "MLP", "KMEANS", "kmeans_step", "logreg_step", "mlp_step", "program_rows"]
 
 #: (V, D, H, C, B) and (N, D, k): the benchmark's sizes, then the small ones (tests, --small).
 MLP = {"full": (50_000, 64, 256, 10, 4096), "small": (40, 6, 8, 4, 16)}
 KMEANS = {"full": (1_000_000, 16, 64), "small": (60, 3, 4)}
+#: (B, D, K): an MNIST-sized minibatch, then the small one.
+LOGREG = {"full": (4096, 784, 10), "small": (8, 5, 3)}
 
 
 def mlp_step(shared, sizes, seed=0):
@@ -104,7 +114,49 @@ def kmeans_step(shared, sizes, seed=0):
     return [], [assign, counts], {centers: new}, [centers]
 
 
-PROGRAMS = {"mlp step": (mlp_step, MLP, (np.float32(0.05),)), "kmeans step": (kmeans_step, KMEANS, ())}
+def logreg_step(shared, sizes, seed=0, form="constant"):
+    """The logistic regression's SGD step: ``(inputs, outputs, updates, params)`` for ``aesara.function``.
+
+    Parameters
+    ----------
+    shared : callable
+        ``aesara.shared`` or ``aesara_bincount.gpu.shared``.
+    sizes : tuple of int
+        ``(B, D, K)``.
+    seed : int
+    form : {"constant", "shape"}
+        The rows of the gather: ``arange(B)`` (a host constant) or
+        ``arange(y.shape[0])``.
+
+    Returns
+    -------
+    tuple
+        ``[]``, ``[cost, error rate]``, the updates of ``W`` and ``b`` (learning
+        rate 0.1), and ``[W, b, y]``.
+    """
+    import aesara
+    import aesara.tensor as at
+
+    B, D, K = sizes
+    rng = np.random.default_rng(seed)
+    X = shared(rng.standard_normal((B, D)).astype("float32"), name="X")
+    y = shared(rng.integers(0, K, B).astype("int64"), name="y")
+    W = shared(np.zeros((D, K), "float32"), name="W")
+    b = shared(np.zeros(K, "float32"), name="b")
+    p = at.special.softmax(at.dot(X, W) + b, axis=-1)
+    rows = at.arange(B) if form == "constant" else at.arange(y.shape[0])
+    cost = -at.mean(at.log(p)[rows, y])
+    errors = at.mean(at.neq(at.argmax(p, axis=1), y))
+    gW, gb = aesara.grad(cost, [W, b])
+    lr = np.float32(0.1)
+    return [], [cost, errors], {W: W - lr * gW, b: b - lr * gb}, [W, b, y]
+
+
+PROGRAMS = {
+    "mlp step": (mlp_step, MLP, (np.float32(0.05),)),
+    "kmeans step": (kmeans_step, KMEANS, ()),
+    "logreg step": (logreg_step, LOGREG, ()),
+}
 
 
 def program_rows(cp, small, repeat, wall_ms, transfers):

@@ -13,6 +13,12 @@ The run
     a random part, unique per run.
 ``machine["date"]``, ``machine["time"]``, ``machine["load"]``
     The run's UTC date and time (``HH:MM``) and the load average at its start.
+``machine["cpu_model"]``, ``machine["cpu_plan"]``
+    The CPU (vendor, family, model, stepping, name and its AVX2 and AVX-512
+    flags: ``aesara_bincount_core.cpu_plan_cache.cpu_model``), and the CPU plan the
+    loops ran under (``{"plan": "weights=vector,test=avx2", "source":
+    "calibrated"}``: made, or read from the cache, when the run starts).
+    :func:`cpu_words` says both in the words of the tables.
 
 :func:`run_words` turns these into the words that the foot of every plot
 drawn from the run and the README's figures both print, e.g. "run of
@@ -50,8 +56,10 @@ def machine_info() -> Dict[str, object]:
     import aesara
     import aesara_bincount
     from aesara_bincount._timing import load_average
+    from aesara_bincount_core import cpu_plan
 
     now = datetime.datetime.now(datetime.timezone.utc)
+    plan = cpu_plan.current()
     info = {
         "host": socket.gethostname(),
         "cpu": cpu_name(),
@@ -66,6 +74,8 @@ def machine_info() -> Dict[str, object]:
         "run_id": new_run_id(now),
         "load": f"{load_average()[0]:.1f}",
         "lead_in": True,  # interleaved_times's lead-in calls (recorded for the tables' text)
+        "cpu_model": cpu_plan.cpu_model(),
+        "cpu_plan": {"plan": plan.text(), "source": plan.source},
     }
     for mod in ("numba", "torch"):
         try:
@@ -85,6 +95,26 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_words(machine: dict) -> str:
+    """The CPU of a run and its CPU plan, as the tables print them.
+
+    E.g. "AMD EPYC (AuthenticAMD family 25 model 17, AVX2 AVX-512F AVX-512BW
+    AVX-512VL; CPU plan weights=vector,test=avx2, calibrated)"; a run saved
+    before these were recorded gives the name alone.
+    """
+    text = str(machine.get("cpu", "CPU unknown"))
+    m = machine.get("cpu_model")
+    details = []
+    if m:
+        flags = " ".join(str(f).upper().replace("AVX512", "AVX-512") for f in m.get("flags", []))
+        details.append(f"{m.get('vendor', '')} family {m.get('family', '?')} model {m.get('model', '?')}"
+                       + (f", {flags}" if flags else ", no AVX2"))
+    plan = machine.get("cpu_plan")
+    if plan:
+        details.append(f"CPU plan {plan.get('plan')}, {plan.get('source')}")
+    return text + (f" ({'; '.join(details)})" if details else "")
 
 
 def run_words(machine: dict) -> str:

@@ -2,20 +2,23 @@
 # gpu_check.sh -- the GPU part of aesara_bincount, checked and timed on a machine with an
 # NVIDIA GPU, in one run: tests, compute-sanitizer, benchmark, and ONE table.
 #
-# Usage:  bash scripts/gpu_check.sh [all | standalone | aesara | dry-run | plan]
+# Usage:  bash scripts/gpu_check.sh [all | standalone | aesara | sanitize | dry-run | plan]
 #
 #   standalone  with the machine's own Python (e.g. 3.12, NumPy 2, CuPy 14, PyTorch; no
 #               Aesara): report the machine; test the stand-alone kernel layer
 #               (tests/gpu/test_cuda_kernel_layer.py); time it against cupy.bincount,
-#               torch.bincount and numpy.bincount; run compute-sanitizer's memcheck,
-#               racecheck and synccheck on a small kernel-layer run (bench_gpu.py --sanitize),
-#               where compute-sanitizer is installed and accepts the device.
+#               torch.bincount and numpy.bincount.
 #   aesara      install the offline bundle (NumPy 1.26, Aesara 2.9.4, CuPy 13, NVRTC 12)
 #               from .gpu-bundle/part-* ($GPU_BUNDLE) into .gpu-check/site; run the GPU
 #               test-suite through Aesara (tests/gpu/test_cuda_op.py and every `gpu`-marked
 #               test of tests/: each test of the CPU Op on GpuBincount), the benchmark through
 #               Aesara (end-to-end function times, the seed case) and the main job's GPU rows.
-#   all         (default) standalone, then aesara; then the table.
+#   sanitize    on the Aesara stack the aesara call unpacked: compute-sanitizer's workload
+#               (bench_gpu.py --sanitize: every kernel family, the kernel layer and through
+#               aesara.function, small; benchmarks/gpu_sanitize.py) once plainly, then under
+#               memcheck, racecheck and synccheck, where compute-sanitizer is installed and
+#               accepts the device.
+#   all         (default) standalone, aesara, then sanitize; then the table.
 #   dry-run     no GPU needed: every stage above on the CPU emulation of tests/gpu_emu
 #               (tiny sizes, a subset of the tests; the bundle stages use $GPU_BUNDLE where it
 #               holds a bundle, and say why not where it does not).  Its results and table go
@@ -25,7 +28,7 @@
 #
 # Device time (see docs/development.rst, "Running the GPU check on a lent machine"): one GPU session has 15 minutes of device
 # time in all, at most 10 minutes per command and 64 MiB carried per call.  The stage limits
-# below keep each of standalone and aesara under 9.5 minutes even if every stage runs to its
+# below keep each of standalone, aesara and sanitize under 9.5 minutes even if every stage runs to its
 # limit, so that one command never loses the stages after a slow one; `plan` prints the sums.
 #
 # Every mode ends with the table, merged from every benchmark run so far (kept in
@@ -38,6 +41,7 @@
 # warm machine, one part each:
 #   call 1: carry .gpu-bundle/part-aa, run  bash scripts/gpu_check.sh standalone
 #   call 2: carry .gpu-bundle/part-ab, run  bash scripts/gpu_check.sh aesara
+#   call 3: carry nothing,              run  bash scripts/gpu_check.sh sanitize
 # (files carried or written in git-ignored folders stay on the machine between calls).
 #
 # Robustness: `set -u`, no `set -e`: every stage runs under `timeout`, its output goes to
@@ -55,7 +59,8 @@ KILL_AFTER=5
 LIMIT_machine=45
 LIMIT_kernel_tests=140
 LIMIT_kernel_benchmark=140
-LIMIT_sanitizer=60          # each of memcheck, racecheck, synccheck
+LIMIT_sanitizer_workload=120 # the plain run: Aesara's C modules and NVRTC's kernels compiled, cached
+LIMIT_sanitizer=90          # each of memcheck, racecheck, synccheck (caches warm)
 LIMIT_bundle_install=60
 LIMIT_bundle_import=45
 LIMIT_gpu_tests=240
@@ -166,9 +171,16 @@ run_standalone() {
   stage kernel-tests "$LIMIT_kernel_tests" run_pytest --noconftest tests/gpu/test_cuda_kernel_layer.py "${PYTEST_K[@]}"
   stage kernel-benchmark "$LIMIT_kernel_benchmark" "$PY" benchmarks/bench_gpu.py --standalone "${SMALL[@]}" \
     --json "$STATE/bench-standalone.json"
+}
+
+# compute-sanitizer's workload on the Aesara stack (the kernel layer alone where there is
+# none): plainly first (every case checked; the compiles cached for the tools), then each tool.
+run_sanitize() {
+  if [ "$MODE" = sanitize ] && ! prepare_aesara_stack; then
+    echo "no usable Aesara stack: the sanitizers see the kernel layer only" | tee -a "$LOG"
+  fi
+  stage sanitizer-workload "$LIMIT_sanitizer_workload" "$PY" benchmarks/bench_gpu.py --sanitize
   if [ "$MODE" = dry-run ]; then
-    # What compute-sanitizer would run, so that it cannot break unseen.
-    stage sanitizer-workload "$LIMIT_sanitizer" "$PY" benchmarks/bench_gpu.py --sanitize
     skip compute-sanitizer "needs a GPU (its workload ran above)"
   elif command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck; do
@@ -324,20 +336,22 @@ run_aesara() {
 }
 
 plan() {
-  # Each stage at its limit, plus KILL_AFTER (7 stages in standalone, 6 in aesara).
-  local standalone=$((LIMIT_machine + LIMIT_kernel_tests + LIMIT_kernel_benchmark + 3 * LIMIT_sanitizer + LIMIT_table + 7 * KILL_AFTER))
+  # Each stage at its limit, plus KILL_AFTER (4 stages in standalone, 6 in aesara, 7 in sanitize).
+  local standalone=$((LIMIT_machine + LIMIT_kernel_tests + LIMIT_kernel_benchmark + LIMIT_table + 4 * KILL_AFTER))
   local aesara=$((LIMIT_bundle_install + LIMIT_bundle_import + LIMIT_gpu_tests + LIMIT_aesara_benchmark + LIMIT_main_job + LIMIT_table + 6 * KILL_AFTER))
-  echo "standalone: machine $LIMIT_machine, kernel-tests $LIMIT_kernel_tests, kernel-benchmark $LIMIT_kernel_benchmark, 3 sanitizers x $LIMIT_sanitizer, table $LIMIT_table"
+  local sanitize=$((LIMIT_bundle_install + LIMIT_bundle_import + LIMIT_sanitizer_workload + 3 * LIMIT_sanitizer + LIMIT_table + 7 * KILL_AFTER))
+  echo "standalone: machine $LIMIT_machine, kernel-tests $LIMIT_kernel_tests, kernel-benchmark $LIMIT_kernel_benchmark, table $LIMIT_table"
   echo "aesara: bundle-install $LIMIT_bundle_install, bundle-import $LIMIT_bundle_import, gpu-tests $LIMIT_gpu_tests, aesara-benchmark $LIMIT_aesara_benchmark, main-job $LIMIT_main_job, table $LIMIT_table"
-  echo "worst case: standalone ${standalone}s, aesara ${aesara}s, all $((standalone + aesara - LIMIT_table))s"
+  echo "sanitize: bundle-install $LIMIT_bundle_install, bundle-import $LIMIT_bundle_import, sanitizer-workload $LIMIT_sanitizer_workload, 3 sanitizers x $LIMIT_sanitizer, table $LIMIT_table"
+  echo "worst case: standalone ${standalone}s, aesara ${aesara}s, sanitize ${sanitize}s, all $((standalone + aesara + sanitize - 2 * LIMIT_table))s"
 }
 
 main() {
   MODE=${1:-all}
   case "$MODE" in
-    all | standalone | aesara | dry-run) ;;
+    all | standalone | aesara | sanitize | dry-run) ;;
     plan) plan; return 0 ;;
-    *) echo "usage: $0 [all|standalone|aesara|dry-run|plan]" >&2; return 64 ;;
+    *) echo "usage: $0 [all|standalone|aesara|sanitize|dry-run|plan]" >&2; return 64 ;;
   esac
   ROOT=$(pwd)
   SMALL=()
@@ -386,7 +400,8 @@ main() {
   case "$MODE" in
     standalone) run_standalone ;;
     aesara) run_aesara ;;
-    all | dry-run) run_standalone; run_aesara ;;
+    sanitize) run_sanitize ;;
+    all | dry-run) run_standalone; run_aesara; run_sanitize ;;
   esac
 
   local results=() f

@@ -6,7 +6,8 @@
   configuration costs an Aesara compile)
   and ``long`` (by hand: ``pytest --hypothesis-profile=long``).
 - Aesara's BLAS probe is skipped (bincount uses no BLAS), which keeps the
-  output readable.  Under pytest-xdist each worker compiles into a compile
+  output readable.  The CPU plan is the default one (``AESARA_BINCOUNT_CPU_PLAN``,
+  unless set): no calibration at a worker's first compile.  Under pytest-xdist each worker compiles into a compile
   directory of its own.
 - Backends: a test that takes a ``backend`` argument runs on the CPU and on
   the GPU (``tests/backends.py``: ``BACKENDS``), unless it parametrizes
@@ -28,6 +29,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         ",compiledir_format=compiledir_%(short_platform)s-%(processor)s-%(python_version)s-"
         "%(python_bitwidth)s-" + os.environ["PYTEST_XDIST_WORKER"]
     )
+
+# The CPU plan (aesara_bincount_core.cpu_plan): the test-suite runs the default loops,
+# unless a test chooses others (tests/test_cpu_plan.py runs every plan and the
+# calibration itself), so that no worker times loops, nor compiles the functions the
+# calibration times, on its first compile.
+os.environ.setdefault("AESARA_BINCOUNT_CPU_PLAN", "default")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

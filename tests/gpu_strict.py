@@ -49,50 +49,50 @@ MODES = {"race": {"FAKE_CUDA_RACECHECK": "1"}, "async": {"FAKE_CUDA_ASYNC": "1"}
 #: Faults to plant in a copy: (file, text, replacement, the mode that catches it, what it is).
 PLANTS = {
     "lost-update": (
-        "c_code/bincount_cuda_device.cuh",
+        "c_code/cuda/device_helpers.cuh",
         "static __device__ __forceinline__ void add(T *p, T v, unsigned) { atomicAdd(p, v); }",
         "static __device__ __forceinline__ void add(T *p, T v, unsigned) { *p += v; }",
         "race", "shared_adder<T>::add a plain read-modify-write (lanes of a warp lose updates on a GPU)",
     ),
     "lost-update-u64": (
-        "c_code/bincount_cuda_device.cuh",
+        "c_code/cuda/device_helpers.cuh",
         "const unsigned int old = atomicAdd(word, lo);",
         "const unsigned int old = *word;\n        *word = old + lo;",
         "race", "shared_adder<bc_u64>::add's low word a plain read-modify-write",
     ),
     "lost-update-float": (
-        "c_code/bincount_cuda_device.cuh",
+        "c_code/cuda/device_helpers.cuh",
         "        if ((peers & ((1u << (threadIdx.x & 31u)) - 1u)) == 0u)\n            atomicAdd(p, v);",
         "        if ((peers & ((1u << (threadIdx.x & 31u)) - 1u)) == 0u)\n            *p += v;",
         "race", "shared_float_adder's add of the peers' sum a plain read-modify-write",
     ),
     "lost-update-det-count": (
-        "c_code/bincount_cuda_det_count.cuh",
+        "c_code/cuda/bincount_det_count.cuh",
         "atomicAdd(count + key * step, (bc_u32)__popc(peers));",
         "count[key * step] += (bc_u32)__popc(peers);",
         "race", "the bucket count's per-window counters a plain read-modify-write (the review's plant)",
     ),
     "missing-syncwarp": (
-        "c_code/bincount_cuda_det_bucket.cuh",
+        "c_code/cuda/bincount_det_bucket.cuh",
         "            __syncwarp(FULL_WARP); /* before other lanes use these words in the next round */\n",
         "",
         "race", "the bucket scatter's per-warp counters cleared, then read by other lanes, no __syncwarp",
     ),
     "missing-syncwarp-det-add": (
-        "c_code/bincount_cuda_det.cuh",
+        "c_code/cuda/bincount_det.cuh",
         "        mine[key] += sum;\n    __syncwarp(FULL_WARP);",
         "        mine[key] += sum;",
         "race", "det_add_group without the __syncwarp that orders one group's add before the next's",
     ),
     "missing-wait": (
-        "c_code/bincount_cuda_driver.h",
+        "c_code/cuda_host/driver.h",
         'rc = bc_cuda_check(api, api->StreamSynchronize(stream), "cuStreamSynchronize",\n'
         "                           queued != 0 ? &later : err);",
         "rc = 0;",
         "async", "bc_cuda_copy_wait returns without cuStreamSynchronize",
     ),
     "staging-reuse": (
-        "c_code/bincount_cuda_driver.h",
+        "c_code/cuda_host/driver.h",
         "const int slot = slots != NULL ? bc_cuda_slot_take() : -1;",
         "const int slot = slots != NULL ? 0 : -1;",
         "async", "every status read-back lands in page-locked slot 0, taken by no call: two calls at once "

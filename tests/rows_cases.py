@@ -21,6 +21,7 @@ from typing import Dict, Optional, Tuple
 import aesara
 import aesara.tensor as at
 import numpy as np
+from aesara.compile.mode import get_default_mode
 from aesara.tensor.subtensor import AdvancedIncSubtensor1
 
 import aesara_bincount  # noqa: F401  (registers the rewrites)
@@ -198,17 +199,21 @@ def rows_case(
         G = backend.shared(np.zeros((1,) * inc_ndim, dtype=inc_dtype), name="G")
         I = backend.shared(np.zeros(1, dtype=idx_dtype), name="I")
         openmp = bool(openmp) and backend.name == "cpu"
+        # On the GPU, the Op's own check and wait (the paths of its host C
+        # code): the lifting pass would run it on the call's status instead
+        # (issue 39; tested in tests/gpu/test_gpu_placement.py).
+        mode = get_default_mode().excluding("gpu_lift") if backend.name == "gpu" else None
         with aesara.config.change_flags(openmp=openmp):
             if form == "zeros":
                 n = at.lscalar("n")
                 zeros = at.zeros((n,) + tuple(W.shape[k] for k in range(1, ndim)), dtype=dtype)
-                fn = aesara.function([n], at.inc_subtensor(zeros[I], G))
+                fn = aesara.function([n], at.inc_subtensor(zeros[I], G), mode=mode)
                 onto, inplace = "zeros", False
             elif form == "base":
-                fn = aesara.function([], at.inc_subtensor(W[I], G))
+                fn = aesara.function([], at.inc_subtensor(W[I], G), mode=mode)
                 onto, inplace = "base", False
             else:
-                fn = aesara.function([], [], updates={W: at.inc_subtensor(W[I], G)})
+                fn = aesara.function([], [], updates={W: at.inc_subtensor(W[I], G)}, mode=mode)
                 onto, inplace = "base", True
         if form == "zeros" and ndim == 1:
             backend.check_graph(fn)  # a 1-D scatter-add onto zeros stays Bincount's

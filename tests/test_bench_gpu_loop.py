@@ -42,3 +42,16 @@ def test_loop_table_sizes_and_verdicts(aesara_ms, verdict):
 
 def test_no_rows_no_table():
     assert load().loop_table([]) == ""
+
+
+@pytest.mark.parametrize("sparse_ms, verdict", [(0.05, "PASS"), (0.5, "FAIL")])
+def test_sgd_rows_against_the_dense_step(sparse_ms, verdict):
+    """Issue 41: the sparse step against the dense one at V = 1e6, and its time as V grows."""
+    common = dict(row="sgd step", N=16384, D=64, transfers=0, load="1.0", correct=True, sparse=True)
+    rows = [dict(V=10**5, aesara_ms=0.05, dense_ms=0.4, inc_ms=0.05, **common),
+            dict(V=10**6, aesara_ms=sparse_ms, dense_ms=1.0, inc_ms=0.05, **common)]
+    text = load().loop_table(rows)
+    assert "| sgd step | 16384 | 0 | - | 0.05 |" in text and "| 1e6 | yes | 1 | 0.05 |" in text, text
+    verdicts = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(verdicts) == 2, text
+    assert all(line.startswith(f"- {verdict}:") for line in verdicts), text

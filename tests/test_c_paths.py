@@ -8,8 +8,8 @@ as it is, it is an ordinary test against :func:`numpy.bincount` and
 :func:`numpy.add.at` (a bad input against the message of the NumPy
 reference), through ``aesara.function``.
 
-The paths, by what picks them (``c_code/bincount_cpu.c``,
-``c_code/scatter_add_cpu*.{c,h}``): few bins (a private histogram; runs of
+The paths, by what picks them (``c_code/cpu/bincount.c``,
+``c_code/cpu/scatter_add*.{c,h}``): few bins (a private histogram; runs of
 equal values; skewed values), many bins (the direct path, prefetched), with
 float64 weights, the scatter-add form (negative indices wrap), each with
 OpenMP threads where the input is large enough (the pool's tasks); rows of
@@ -32,8 +32,8 @@ from aesara_bincount_core.semantics import reference_scatter_add
 from backends import BACKENDS
 from rows_cases import assert_same_rows, check_rows_graph, rows_case
 
-#: Elements from which the CPU Ops use threads (above bincount_cpu.c's
-#: BC_OMP_MIN_N and scatter_add_cpu_check.h's SA_OMP_MIN_WORK).
+#: Elements from which the CPU Ops use threads (above cpu/bincount.c's
+#: BC_OMP_MIN_N and cpu/scatter_add_check.h's SA_OMP_MIN_WORK).
 BIG = 200_000
 
 _FUNCTIONS = {}

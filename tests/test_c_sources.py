@@ -1,5 +1,4 @@
 """The C sources: valid C on their own, hashed into the cache version."""
-import glob
 import os
 import re
 import shutil
@@ -13,11 +12,11 @@ from aesara_bincount import Bincount
 from aesara_bincount_core import _c_code
 
 C_DIR = _c_code.c_code_dir()
-C_FILES = sorted(glob.glob(os.path.join(C_DIR, "*.c")) + glob.glob(os.path.join(C_DIR, "*.h")))
+C_FILES = [os.path.join(C_DIR, name) for name in _c_code.source_files((".c", ".h"))]
 INCLUDES = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}", f"-I{C_DIR}"]
 
 
-@pytest.mark.parametrize("path", C_FILES, ids=os.path.basename)
+@pytest.mark.parametrize("path", C_FILES, ids=lambda p: os.path.relpath(p, C_DIR))
 @pytest.mark.parametrize(
     "compiler,flags",
     [
@@ -39,7 +38,7 @@ def test_file_compiles_on_its_own(path, compiler, flags):
 
 def test_no_section_markers_or_templating():
     """No ExternalCOp section markers, no %(name)s or $name text templating."""
-    for path in C_FILES + sorted(glob.glob(os.path.join(C_DIR, "*.cu*"))):
+    for path in C_FILES + [os.path.join(C_DIR, n) for n in _c_code.source_files((".cu", ".cuh"))]:
         with open(path, encoding="utf-8") as f:
             code = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
         assert "#section" not in code, path
@@ -50,10 +49,10 @@ def test_cache_version_covers_every_file(monkeypatch):
     op = Bincount()
     base = op.c_code_cache_version()
     assert base == Bincount().c_code_cache_version()
-    assert set(op.c_sources) == {"bincount_common.h", "bincount_pool.h", "bincount_cpu.c"}
-    # Every file of the CPU code is hashed, the regime files (included by bincount_cpu.c) too.
+    assert set(op.c_sources) == {"common/host_helpers.h", "cpu/worker_pool.h", "cpu/bincount.c"}
+    # Every file of the CPU code is hashed, the regime files (included by cpu/bincount.c) too.
     hashed = Bincount.hashed_sources()
-    assert set(hashed) >= {os.path.basename(p) for p in glob.glob(os.path.join(C_DIR, "bincount_cpu*"))}
+    assert set(hashed) >= {p for p in _c_code.source_files() if p.startswith("cpu/bincount")}
     original = _c_code.read_source
     for name in hashed:
         monkeypatch.setattr(
@@ -73,7 +72,7 @@ def test_c_headers_of_op_are_all_hashed():
     for name in hashed:
         with open(os.path.join(C_DIR, name), encoding="utf-8") as f:
             included |= {line.split('"')[1] for line in f if line.startswith('#include "')}
-    assert "bincount_cpu_hist.h" in included
+    assert "cpu/bincount_hist.h" in included
     assert included <= hashed
 
 
@@ -103,7 +102,7 @@ def test_instantiations_compile_warning_free(x_dtype, out_dtype, weighted, scatt
     """The macro set that Aesara defines per node, for several dtype pairs."""
     macros = _bincount_macros("node", x_dtype, out_dtype, weighted, scatter)
     macros["DTYPE_INPUT_1"] = "npy_int64"
-    _syntax_check("".join(f"#define {k} {v}\n" for k, v in macros.items()) + '#include "bincount_cpu.c"\n')
+    _syntax_check("".join(f"#define {k} {v}\n" for k, v in macros.items()) + '#include "cpu/bincount.c"\n')
 
 
 def _bincount_macros(tag, x_dtype, out_dtype, weighted, scatter):
@@ -134,7 +133,7 @@ def _syntax_check(source: str):
 
 
 def test_scatter_add_parts_instantiate_twice_in_one_module():
-    """A module with two ScatterAdd nodes holds scatter_add_cpu.c (and the three
+    """A module with two ScatterAdd nodes holds cpu/scatter_add.c (and the three
     parts it includes) twice, with other APPLY_SPECIFIC names and dtypes: the
     parts' once-per-instantiation guards must be reset at the end of the file."""
 
@@ -148,7 +147,7 @@ def test_scatter_add_parts_instantiate_twice_in_one_module():
         }
         define = "".join(f"#define {k} {v}\n" for k, v in macros.items())
         undef = "".join(f"#undef {k.split('(')[0]}\n" for k in macros)
-        return f'{define}#include "scatter_add_cpu.c"\n{undef}'
+        return f'{define}#include "cpu/scatter_add.c"\n{undef}'
 
     _syntax_check(node("a", "float32", "int32", 1, 1) + node("b", "int16", "uint64", 0, 0))
 
@@ -166,7 +165,7 @@ def test_two_instantiations_in_one_module():
     for tag, x_dtype, out_dtype, weighted, scatter in nodes:
         macros = _bincount_macros(tag, x_dtype, out_dtype, weighted, scatter)
         text += [f"#define {k} {v}" for k, v in macros.items()]
-        text.append('#include "bincount_cpu.c"')
+        text.append('#include "cpu/bincount.c"')
         text += [f"#undef {k.split('(')[0]}" for k in macros]
     for tag, *_ in nodes:
         text.append(f"void *uses_{tag}(void) {{ return (void *)&cpu_bincount_{tag}; }}")

@@ -374,7 +374,7 @@ def _static_data(text: str):
 
 
 #: Process-wide state of the GPU host code.  The launcher
-#: (bincount_cuda_driver.h, also run without the GIL by the kernel layer's
+#: (cuda_host/driver.h, also run without the GIL by the kernel layer's
 #: library) publishes its two caches once with an atomic compare-and-swap (the
 #: driver API table loaded with dlopen; the page-locked status slots) and
 #: hands out a slot with atomic bit operations, one call per slot.  The Op's
@@ -382,21 +382,21 @@ def _static_data(text: str):
 #: kernels of each CUDA context, of which every call takes its own copy, and
 #: the cupy module and its attributes (imported once).
 GIL_GUARDED_GPU_CACHES = {
-    "bincount_cuda_driver.h": [
+    "cuda_host/driver.h": [
         "static bc_cuda_api *published = NULL;",
         "static void *published = NULL;",
         "static unsigned long long taken = 0;",
     ],
-    "bincount_cuda_host.c": [
+    "cuda_host/gpu_bincount_op.c": [
         "static APPLY_SPECIFIC(bc_gpu_entry) table[BC_GPU_CONTEXTS];",
         "static int oldest = 0;",
     ],
-    "scatter_add_cuda_host.c": [
+    "cuda_host/gpu_scatter_add_op.c": [
         "static bc_rows_kernels table[SA_GPU_CONTEXTS];",
         "static int oldest = 0;",
     ],
     # The cupy module and a few of its attributes, imported once.
-    "gpuarray_helper.h": ["static PyObject *cupy = NULL;"],
+    "cuda_host/gpuarray_type.h": ["static PyObject *cupy = NULL;"],
 }
 
 
@@ -405,10 +405,10 @@ def test_c_sources_hold_no_mutable_static_data():
     and heap buffers freed before returning), so copies of a function, and
     threads, share nothing through it; the GPU host code holds only the listed
     caches, written under the GIL."""
-    from aesara_bincount_core._c_code import c_code_dir
+    from aesara_bincount_core._c_code import c_code_dir, source_files
 
-    files = sorted(p for p in os.listdir(c_code_dir()) if p.endswith((".c", ".h")))
-    assert "bincount_cpu.c" in files
+    files = source_files((".c", ".h"))
+    assert "cpu/bincount.c" in files
     for name in files:
         with open(os.path.join(c_code_dir(), name), encoding="utf-8") as fh:
             data = [d for d in _static_data(fh.read()) if not d.startswith("static const")]

@@ -5,7 +5,7 @@ vector typed ``(1,)``) adds that value for every element of ``x``.  The
 rewrite reads a constant 1 as a count: the node is ``Bincount`` without
 weights whose output dtype is the weight's, so a float 1 gives a count into
 a float output, a configuration that once failed to compile (the scan for
-the last non-zero bin of ``c_code/bincount_cpu_grow.h`` OR-ed the float
+the last non-zero bin of ``c_code/cpu/bincount_grow.h`` OR-ed the float
 cells).  Every dtype of ``x``, float64 and float32 weights, 0-d and
 ``(1,)``, against :func:`numpy.bincount`, OpenMP off and on, through
 ``aesara.function`` on shared variables (the cases share one function per

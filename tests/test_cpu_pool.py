@@ -1,4 +1,4 @@
-"""The CPU Op's worker pool (``c_code/bincount_pool.h``), in fresh processes.
+"""The CPU Op's worker pool (``c_code/cpu/worker_pool.h``), in fresh processes.
 
 - One pool per process, shared by every ``Bincount`` function: two modules
   (counts and weighted sums) start ``OMP_NUM_THREADS - 1`` workers in all.

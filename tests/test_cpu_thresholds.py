@@ -1,6 +1,6 @@
 """The CPU Op at the sizes where its C code changes path (issue 13).
 
-``c_code/bincount_cpu.c`` (with its regime files ``bincount_cpu_*.h``) picks its loop by size: one thread below
+``c_code/cpu/bincount.c`` (with its regime files ``bincount_cpu_*.h``) picks its loop by size: one thread below
 ``BC_OMP_MIN_N`` elements; tasks of ``BC_TASK_LEN`` elements; a private
 histogram up to ``N / (2 x histograms)`` bins (at least ``BC_PRIV_MIN_BINS``),
 else the direct path; four interleaved copies while they fit in
@@ -240,9 +240,9 @@ def test_counts_group_test_at_the_histogram_capacity(x_dtype, kind, omp, rng):
 
 @pytest.mark.parametrize("x_dtype", ["int32", "uint32", "int64", "uint64", "int16"])
 def test_runs_break_in_every_lane_of_a_group(x_dtype, omp, rng):
-    """The runs loops (bincount_cpu_runs.h: private histograms, and the direct
+    """The runs loops (cpu/bincount_runs.h: private histograms, and the direct
     path when the bins are many, and the output-histogram of
-    bincount_cpu_grow.h) add a group of eight that continues the run in
+    cpu/bincount_grow.h) add a group of eight that continues the run in
     progress at once: a run that ends at any lane of a group, runs of every
     length from 1 to 17, a first group equal to the initial 0, a value that
     grows the output and a negative value at any lane must all be counted
@@ -271,7 +271,7 @@ def test_runs_break_in_every_lane_of_a_group(x_dtype, omp, rng):
                 _assert_reference_error(bincount_case(CPU, x_dtype, None, omp), x.astype(x_dtype), rng)
 
 
-# -- the output as the histogram (bincount_cpu_grow.h) ---------------------------------
+# -- the output as the histogram (cpu/bincount_grow.h) ---------------------------------
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("uint32", None),
                                              ("int64", "float64"), ("int32", "float32"),
                                              ("int64", "int16"), ("uint64", None),
@@ -314,7 +314,7 @@ def test_output_histogram_grows_and_is_cut(w_dtype, omp, rng):
                                              ("int32", "float32"), ("uint64", "float64"),
                                              ("int64", "int64"), ("int32", "int32")])
 def test_output_histogram_group_test_at_the_capacity(x_dtype, w_dtype, omp, rng):
-    """The vector range test of a group of eight (bincount_cpu_grow.h) at
+    """The vector range test of a group of eight (cpu/bincount_grow.h) at
     the output's capacity, in each lane: the sample sees the largest value
     ``top`` (at x[1]), so the output has ``cap = top + 1 + (top + 1) // 16 +
     64`` bins; ``cap - 1`` in a group is counted on the fast path, ``cap``
@@ -411,7 +411,7 @@ def test_output_histogram_refuses_negative_values(x_dtype, omp, rng):
         _assert_reference_error(case, x, rng)
 
 
-# -- private histograms beyond the L2 cache (bincount_cpu_far.h) ------------------------
+# -- private histograms beyond the L2 cache (cpu/bincount_far.h) ------------------------
 @pytest.mark.parametrize("x_dtype,w_dtype", [("int64", None), ("int32", None), ("int64", "float64")])
 def test_far_loop_grows_at_the_capacity(x_dtype, w_dtype, omp, rng):
     """Threaded private histograms of BC_PREFETCH_MIN_BYTES and more (the

@@ -102,7 +102,7 @@ def _fill(kind: str, size: int, lo: int, hi: int, rng) -> np.ndarray:
     if kind == "hot_edge":
         # Repeats within a few elements (no runs) of the values around 1024,
         # the hot bins of the output-histogram's skewed loop
-        # (bincount_cpu_grow.h), among uniform values.
+        # (cpu/bincount_grow.h), among uniform values.
         edge = np.clip(rng.integers(1020, 1029, size=size), lo, hi)
         return np.where(rng.random(size) < 0.4, edge, rng.integers(lo, hi + 1, size=size))
     raise AssertionError(kind)
@@ -145,7 +145,7 @@ def _top_for(dtype: str, data) -> int:
     info = np.iinfo(dtype)
     cap = min(int(info.max), BIG_TOP)
     # 2**17 bins of 8 bytes: BC_GROW_MIN_BYTES, where counts and sums take
-    # the output-histogram (bincount_cpu_grow.h).
+    # the output-histogram (cpu/bincount_grow.h).
     edges = [e for e in (0, 1, 255, 256, 4095, 4096, 4097, 25_000, 2**17 - 1, 2**17) if e < cap] + [cap]
     return data.draw(
         st.one_of(st.integers(0, min(cap, 300)), st.integers(0, cap), st.sampled_from(edges)),

@@ -22,16 +22,16 @@ from aesara_bincount_core.cuda import driver, launcher, sources
 
 C_CODE = _c_code.c_code_dir()
 GPU_C_FILES = [
-    "bincount_cuda.h",
-    "bincount_cuda_driver.h",
-    "bincount_cuda_launch.h",
-    "bincount_cuda_host_result.h",
-    "bincount_cuda_lib.c",
-    "gpuarray_helper.h",
-    "cuda_host_staging.h",
-    "bincount_cuda_host.c",
-    "scatter_add_cuda_launch.h",
-    "scatter_add_cuda_host.c",
+    "cuda/kernel_defs.h",
+    "cuda_host/driver.h",
+    "cuda_host/bincount_launch.h",
+    "cuda_host/bincount_to_host.h",
+    "cuda_host/kernel_layer_lib.c",
+    "cuda_host/gpuarray_type.h",
+    "cuda_host/staging.h",
+    "cuda_host/gpu_bincount_op.c",
+    "cuda_host/scatter_add_launch.h",
+    "cuda_host/gpu_scatter_add_op.c",
 ]
 INCLUDES = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}", f"-I{C_CODE}"]
 CC = shutil.which("gcc")
@@ -58,7 +58,7 @@ def test_file_compiles_on_its_own(name, lang):
            *INCLUDES, "-x", lang, os.path.join(C_CODE, name)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    if name == "bincount_cuda_host.c":  # and its form whose result goes to the host
+    if name == "cuda_host/gpu_bincount_op.c":  # and its form whose result goes to the host
         proc = subprocess.run(cmd[:-1] + ["-DBC_TO_HOST=1", cmd[-1]], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
 
@@ -71,34 +71,34 @@ def test_launcher_library_needs_no_python_or_cuda_headers(lang, tmp_path):
     std = ["-std=c99"] if lang == "c" else ["-std=c++17"]
     out = tmp_path / "lib.so"
     cmd = [CC, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", *std, f"-I{C_CODE}", "-x", lang,
-           os.path.join(C_CODE, "bincount_cuda_lib.c"), "-o", str(out), "-ldl"]  # fmt: skip
+           os.path.join(C_CODE, "cuda_host/kernel_layer_lib.c"), "-o", str(out), "-ldl"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    for name in ("bincount_cuda_lib.c", "bincount_cuda_launch.h", "scatter_add_cuda_launch.h",
-                 "bincount_cuda_driver.h"):
+    for name in ("cuda_host/kernel_layer_lib.c", "cuda_host/bincount_launch.h", "cuda_host/scatter_add_launch.h",
+                 "cuda_host/driver.h"):
         text = _c_code.read_source(name)
         assert "Python.h" not in text and "numpy/" not in text and "cuda.h>" not in text, name
 
 
 def test_the_launch_plan_exists_once():
-    """Only bincount_cuda_launch.h plans and launches the bincount kernels (and
-    bincount_cuda_det_launch.h, on its checks, the deterministic ones): the
+    """Only cuda_host/bincount_launch.h plans and launches the bincount kernels (and
+    cuda_host/bincount_det_launch.h, on its checks, the deterministic ones): the
     Op's host code and the library call them, and no Python module plans."""
-    launch = _c_code.read_source("bincount_cuda_launch.h")
+    launch = _c_code.read_source("cuda_host/bincount_launch.h")
     assert "bc_cuda_make_plan" in launch and "LaunchKernel(" in launch
-    det = _c_code.read_source("bincount_cuda_det_launch.h")
+    det = _c_code.read_source("cuda_host/bincount_det_launch.h")
     assert "bc_cuda_bincount_begin(" in det and "bc_cuda_read_length(" in det
-    assert "bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)" in _c_code.read_source("bincount_cuda_host.c")
-    for name in ("bincount_cuda_host.c", "bincount_cuda_lib.c"):
+    assert "bc_cuda_bincount_det(api, &c, &k, &host, &res, &err)" in _c_code.read_source("cuda_host/gpu_bincount_op.c")
+    for name in ("cuda_host/gpu_bincount_op.c", "cuda_host/kernel_layer_lib.c"):
         text = _c_code.read_source(name)
         assert re.search(r"bc_cuda_bincount\(api, &c, &k, &host, &res, &?err\)", text), name
         assert "LaunchKernel(" not in text and "MemcpyDtoHAsync(" not in text, name
         assert "FIRST_PASS" not in text and "COMPACT_MIN_BYTES" not in text, name
-    rows = _c_code.read_source("scatter_add_cuda_launch.h")
+    rows = _c_code.read_source("cuda_host/scatter_add_launch.h")
     assert "bc_cuda_rows_plan" in rows and "LaunchKernel(" in rows
-    assert re.search(r"bc_cuda_scatter_rows\(api, &c, &k, &host, &?err\)", _c_code.read_source("scatter_add_cuda_host.c"))
-    assert "return bc_cuda_scatter_rows(api, &c, &k, &host, err);" in _c_code.read_source("bincount_cuda_lib.c")
-    text = _c_code.read_source("scatter_add_cuda_host.c")
+    assert re.search(r"bc_cuda_scatter_rows\(api, &c, &k, &host, &?err\)", _c_code.read_source("cuda_host/gpu_scatter_add_op.c"))
+    assert "return bc_cuda_scatter_rows(api, &c, &k, &host, err);" in _c_code.read_source("cuda_host/kernel_layer_lib.c")
+    text = _c_code.read_source("cuda_host/gpu_scatter_add_op.c")
     assert "LaunchKernel(" not in text and "MemcpyDtoHAsync(" not in text and "ROWS_TILE" not in text
     pkg = os.path.dirname(launcher.__file__)
     for module in os.listdir(pkg):
@@ -144,7 +144,7 @@ def test_buffer_layout():
 
 
 def test_header_constants_are_read():
-    text = _c_code.read_source("bincount_cuda.h")
+    text = _c_code.read_source("cuda/kernel_defs.h")
     for name in ("THREADS", "BLOCKS_PER_SM", "FIRST_PASS_BINS", "COMPACT_MIN_BYTES"):
         assert re.search(rf"#define BC_CUDA_{name} {sources.CONSTANTS[name]}\b", text)
     assert sources.THREADS % 32 == 0
@@ -164,7 +164,7 @@ def test_driver_declarations_match_cuda_h():
             assert enum(name) == getattr(driver, name), name
     assert int(re.search(r"#define CU_MEMHOSTALLOC_PORTABLE\s+(0x\d+)", text).group(1), 16) == 1
 
-    header = _c_code.read_source("bincount_cuda_driver.h")
+    header = _c_code.read_source("cuda_host/driver.h")
     typedefs = dict(re.findall(r"\(\*bc_PFN_(\w+)\)\(([^;]*?)\);", header, re.DOTALL))
     symbols = re.findall(r'BC_LOAD\(\w+, "(\w+)"\)', header)
     optional = re.findall(r'dlsym\(lib, "(\w+)"\); /\* optional \*/', header)
@@ -182,7 +182,7 @@ def test_driver_declarations_match_cuda_h():
 def test_driver_types_have_cuda_h_sizes(tmp_path):
     src = tmp_path / "sizes.c"
     src.write_text(
-        "#include <cuda.h>\n#include \"bincount_cuda_driver.h\"\n"
+        "#include <cuda.h>\n#include \"cuda_host/driver.h\"\n"
         "_Static_assert(sizeof(CUdeviceptr) == sizeof(bc_CUdeviceptr), \"CUdeviceptr\");\n"
         "_Static_assert(sizeof(CUresult) == sizeof(bc_CUresult), \"CUresult\");\n"
         "_Static_assert(sizeof(CUdevice) == sizeof(bc_CUdevice), \"CUdevice\");\n"

@@ -30,8 +30,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu_check.sh")
 #: The stages of a dry run, each ``ok``, with a bundle present.
 DRY_RUN_OK = [
     "script-syntax", "emulation-build", "machine", "kernel-tests", "kernel-benchmark",
-    "sanitizer-workload", "bundle-install", "bundle-import", "gpu-tests", "aesara-benchmark",
-    "main-job", "table",
+    "bundle-install", "bundle-import", "gpu-tests", "aesara-benchmark", "main-job",
+    "sanitizer-workload", "table",
 ]  # fmt: skip
 #: The stages a dry run may skip, and why: they need a real GPU.
 DRY_RUN_SKIPPED = {"compute-sanitizer": "needs a GPU"}
@@ -132,11 +132,12 @@ def test_bundle_is_unpacked_once_and_a_missing_part_is_refused(tmp_path):
 
 
 def test_each_device_command_fits_the_ten_minute_limit():
-    # standalone and aesara are carried in one call each (a bundle part per call): even
-    # with every stage at its time limit, each must end inside a 10-minute command.
+    # standalone, aesara and sanitize are one call each (a bundle part per call for the
+    # first two): even with every stage at its time limit, each must end inside a
+    # 10-minute command.
     proc = subprocess.run(["bash", SCRIPT, "plan"], capture_output=True, text=True, timeout=60)
-    worst = dict(re.findall(r"(standalone|aesara) (\d+)s", proc.stdout))
-    assert set(worst) == {"standalone", "aesara"}, proc.stdout
+    worst = dict(re.findall(r"(standalone|aesara|sanitize) (\d+)s", proc.stdout))
+    assert set(worst) == {"standalone", "aesara", "sanitize"}, proc.stdout
     assert all(int(s) <= 570 for s in worst.values()), proc.stdout
 
 
@@ -174,6 +175,10 @@ def test_dry_run_runs_every_stage(tmp_path):
     log = (out / "gpu_check.log").read_text()
     assert "toolz: bundle" in log  # use_bundle put the bundle in front
     assert "GpuBincount, aesara.function (host out)" in log  # the main job's GPU rows
+    # compute-sanitizer's workload reached every kernel family through aesara.function
+    for case in ("det bucket, 40 windows", "det rows, streamed narrow rows", "GpuElemwise, strided",
+                 "GpuScatterSet, duplicates", "multi-index scatter-add", "table: kmeans step"):
+        assert f"sanitize case {case}" in log, case
     table = (out / "gpu-table.md").read_text()
     assert "not GPU figures" in table and "| 20000 | 300 | uniform | int32 |" in table, table
     assert "| seed loop | 20000 |" in table and "| sgd step | 32 |" in table, table  # issue 18's rows

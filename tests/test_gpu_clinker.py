@@ -33,12 +33,12 @@ def test_host_code_compiles(mode, x_dtype, w_dtype, out_dtype):
 @pytest.mark.parametrize(
     "op_class,kernel_files",
     [
-        (GpuBincount, ("bincount_cuda_kernel.cu", "bincount_cuda_hist.cuh", "bincount_cuda_det.cuh",
-                       "bincount_cuda_det_count.cuh", "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h",
-                       "bc_cuda_det_sort.cuh", "bincount_cuda_device.cuh")),
-        (GpuScatterAdd, ("scatter_add_cuda_kernel.cu", "scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh",
-                         "scatter_add_cuda_det.h", "bc_cuda_det_sort.cuh", "bincount_cuda_det.h",
-                         "bincount_cuda_device.cuh")),
+        (GpuBincount, ("cuda/bincount_kernels.cu", "cuda/bincount_hist.cuh", "cuda/bincount_det.cuh",
+                       "cuda/bincount_det_count.cuh", "cuda/bincount_det_bucket.cuh", "cuda/bincount_det_defs.h",
+                       "cuda/det_sort.cuh", "cuda/device_helpers.cuh")),
+        (GpuScatterAdd, ("cuda/scatter_add_kernels.cu", "cuda/scatter_add_det.cuh", "cuda/scatter_add_det_bucket.cuh",
+                         "cuda/scatter_add_det_defs.h", "cuda/det_sort.cuh", "cuda/bincount_det_defs.h",
+                         "cuda/device_helpers.cuh")),
     ],
 )
 def test_cache_version_covers_every_source(monkeypatch, op_class, kernel_files):

@@ -7,7 +7,7 @@ shuffles and votes give the device's sums; blocks run on more than one OS
 thread (so they race on global memory); a read that misses a barrier sees
 the garbage fill; a barrier or warp intrinsic that not every thread reaches
 aborts at once, naming the deadlock, instead of hanging; the warp helpers of
-``c_code/bincount_cuda_device.cuh`` (equal keys summed with
+``c_code/cuda/device_helpers.cuh`` (equal keys summed with
 ``__match_any_sync``, 64-bit shared adds with carry) give exact sums.
 """
 import os

@@ -25,6 +25,7 @@ import collections
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -82,6 +83,24 @@ def _nvrtc_missing():
     return None
 
 
+#: Where the emulated run writes its wall time and its slowest tests (``.ci/run`` prints it).
+SUMMARY = os.path.join(emu.BUILD_DIR, "emulated-summary.txt")
+
+
+def write_summary(junit_xml, wall_s: float, path: str = SUMMARY, top: int = 10):
+    """Write the emulated run's wall time and its ``top`` slowest tests to ``path``."""
+    cases = [
+        (float(case.get("time", 0.0)), f"{case.get('classname')}::{case.get('name')}")
+        for case in ET.parse(junit_xml).getroot().iter("testcase")
+    ]
+    cases.sort(reverse=True)
+    lines = [f"emulated GPU suite: {wall_s:.0f} s wall, {len(cases)} tests, {sum(t for t, _ in cases):.0f} s summed"]
+    lines += [f"  {t:7.1f}s  {name}" for t, name in cases[:top]]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def outcomes(junit_xml):
     """``[(module, name, outcome, message)]``; outcome is passed, skipped, xfailed or failed."""
     rows = []
@@ -108,12 +127,15 @@ def test_gpu_suite_on_the_cpu_emulation(tmp_path):
         pytest.skip(problem)
     lib = emu.build()
     junit = tmp_path / "gpu.xml"
+    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "-n", str(jobs()),
          "-m", "gpu and not slow", f"--junitxml={junit}", "-o", "junit_family=xunit2", "tests"],
         cwd=ROOT, env=emu.environment(lib), capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     tail = (proc.stdout + proc.stderr)[-8000:]
+    if junit.exists():
+        write_summary(junit, time.monotonic() - start, SUMMARY.replace(".txt", "-short.txt") if SHORT else SUMMARY)
     assert proc.returncode == 0, tail
     rows = outcomes(junit)
     odd_skips = sorted({msg for _, _, out, msg in rows if out == "skipped" and not msg.startswith(ALLOWED_SKIPS)})

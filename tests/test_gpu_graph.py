@@ -93,15 +93,18 @@ def test_minlength_and_assert_nonneg():
     assert not {"Bincount", "AdvancedIncSubtensor1", "Max", "MaxAndArgmax"} & set(op_names(fg))
 
 
-def test_asserts_on_the_host_side_are_kept_on_the_result():
+def test_asserts_of_gpu_values_run_on_the_gpu():
+    # Issue 39: the Assert of a GPU condition runs on the GPU (its condition
+    # read with the call's status), no longer on the host after a copy.
     x = gpu_vector("int64")
     hx = HostFromGpu()(x)
     checked = Assert("negative!")(hx, at.all(hx >= 0))
     fg = rewrite(bincount(checked), [x])
     node = gpu_node(fg)
-    assert node.inputs[0] is fg.inputs[0]
-    (out,) = fg.outputs
-    assert isinstance(out.owner.op, Assert) and out.owner.op.msg == "negative!"
+    asserted = node.inputs[0].owner
+    assert type(asserted.op).__name__ == "GpuTableOp" and asserted.op.host_op.msg == "negative!"
+    assert asserted.inputs[0] is fg.inputs[0] and asserted.op.status
+    assert "HostFromGpu" not in op_names(fg)[:-1] and "Assert" not in op_names(fg)
 
 
 def test_scatter_add_form():

@@ -113,7 +113,48 @@ def test_excluding_gpu_lift_keeps_the_gpu_bincount_only():
 def test_one_decorator_per_lifter_and_one_pass():
     from aesara.compile import optdb
 
-    # the table's lifter (every entry of aesara_bincount_core.gpu.table), shapes, Elemwise
+    # the table's lifter (every entry of aesara_bincount_core.gpu.table), shapes, Elemwise,
+    # and Scan (aesara_bincount.gpu.scan, issue 39)
     assert [r.fn.__name__ for r in lifting.LIFTERS] == [
-        "local_gpu_lift_table", "local_gpu_lift_shape", "local_gpu_lift_elemwise"]  # fmt: skip
+        "local_gpu_lift_table", "local_gpu_lift_shape", "local_gpu_lift_elemwise", "local_gpu_lift_scan"]  # fmt: skip
     assert optdb["gpu_lift"] is lifting.gpu_lift and optdb.__position__["gpu_lift"] == 48.4
+
+
+def test_checks_write_one_call_status_that_the_end_of_the_call_reads():
+    # issue 39: the gather's index check and the scatter-add of its gradient
+    # write into one status (merged), which one GpuCallEnd reads with both
+    # outputs; an inner graph can take the status as an input instead.
+    from aesara.graph.fg import FunctionGraph
+
+    from aesara_bincount_core.gpu.call_status import GpuCallStatus, status_type, use_call_status
+
+    W, i = gpu_matrix(dtype="float32"), GpuArrayType("int64", shape=(None,))("i")
+    loss = (W[i] ** 2).sum()
+    fg = rewrite([loss, at.grad(loss, W)], [W, i])
+    names = op_names(fg)
+    assert names.count("GpuCallStatus") == 1 and names[-1] == "GpuCallEnd", names
+    assert {"GpuIndexCheck", "GpuAdvancedSubtensor1", "GpuScatterAdd"} <= set(names), names
+    assert "HostFromGpu" not in names, names  # the loss comes back through GpuCallEnd
+    end = fg.outputs[0].owner  # the gradient of a GPU W stays on the GPU, passed through
+    assert (end.op.n_status, end.op.n_host, end.op.n_keep) == (1, 1, 1) and fg.outputs[1].owner is end
+
+    inner = FunctionGraph([W, i], [W[i].sum()], clone=False)
+    lifting.lift_fgraph(inner)
+    outer_status = status_type()("status")
+    assert use_call_status(inner, outer_status)
+    assert not any(isinstance(n.op, GpuCallStatus) for n in inner.apply_nodes)
+    assert any(outer_status in n.inputs for n in inner.apply_nodes)
+
+
+def test_multi_index_gather_of_data_the_lifting_put_on_the_gpu():
+    # issue 39: dot(X, W) is on the GPU only once lifted; the multi-index
+    # gather walks with the lifting and sees it (DQN's q_vals[arange(n), a])
+    X, W = gpu_matrix(dtype="float32", name="X"), gpu_matrix(dtype="float32", name="W")
+    a = GpuArrayType("int32", shape=(None,))("a")
+    out = at.dot(X, W)[at.arange(a.shape[0]), a]
+    fg = rewrite(out, [X, W, a])
+    names = op_names(fg)
+    assert "GpuAdvancedSubtensor1" in names and "AdvancedSubtensor" not in names, names
+    assert any(type(n.op).__name__ == "GpuTableOp" and type(n.op.host_op).__name__ == "LinearIndex"
+               for n in fg.toposort()), names  # fmt: skip
+    assert "ARange" not in names and not transfers_inside(fg) and "GpuFromHost" not in names, names

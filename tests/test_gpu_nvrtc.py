@@ -41,7 +41,7 @@ def compiled(nvrtc_lib):
     os.environ["AESARA_BINCOUNT_CACHE"] = os.path.join(ROOT, ".cache", "tests", "kernels")
     try:
         jobs = [(f, x, cc) for f in sources.FAMILIES for x in X_DTYPES for cc in ARCHS
-                if f != "set" or x == "int64"]  # the set of rows takes int64 rows only
+                if f not in ("set", "check") or x == "int64"]  # one module each, compiled as int64
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
             images = list(
                 pool.map(lambda j: sources.compile_module(j[1], j[2], nvrtc_lib, j[0]), jobs)
@@ -64,6 +64,8 @@ def _kernel_names(family, x_dtype):
     short = sources.DTYPES[x_dtype][1]
     if family == "set":
         return ["scatter_set_last"] + [f"scatter_set_rows_w{b}" for b in (1, 2, 4, 8)]
+    if family == "check":  # every index dtype in one module
+        return [f"call_check{r}_{sources.DTYPES[d][1]}" for d in X_DTYPES for r in ("", "_record")]
     if family == "rows":
         return [f"scatter_rows_check_{short}", f"scatter_rows_wide_{short}_f32",
                 f"scatter_rows_finish_{short}_f32", f"scatter_rows_det_{short}_f32",
@@ -82,7 +84,7 @@ def _kernel_names(family, x_dtype):
 @pytest.mark.parametrize("family", sorted(sources.FAMILIES))
 def test_kernels_compile_without_warnings(compiled, family, x_dtype, cc):
     if (family, x_dtype, cc) not in compiled:
-        pytest.skip("the set family is compiled for int64 rows only")
+        pytest.skip("the set and check families are compiled as int64 only")
     image = compiled[(family, x_dtype, cc)]
     assert image.kind == "cubin" and image.target == f"sm_{cc}"
     assert image.data[:4] == b"\x7fELF"
@@ -115,10 +117,10 @@ def test_every_kernel_the_launchers_name_exists(compiled):
 
 
 @pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER,
-                                  "bincount_cuda_det.cuh", "bincount_cuda_det_count.cuh", "bincount_cuda_det_bucket.cuh",
-                                  "bincount_cuda_det.h", "scatter_add_cuda_det.cuh", "bc_cuda_det_sort.cuh",
-                                  "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
-                                  sources.SET_SOURCE])
+                                  "cuda/bincount_det.cuh", "cuda/bincount_det_count.cuh", "cuda/bincount_det_bucket.cuh",
+                                  "cuda/bincount_det_defs.h", "cuda/scatter_add_det.cuh", "cuda/det_sort.cuh",
+                                  "cuda/scatter_add_det_bucket.cuh", "cuda/scatter_add_det_defs.h",
+                                  sources.SET_SOURCE, sources.CHECK_SOURCE])
 def test_each_cuda_file_compiles_on_its_own(nvrtc_lib, name):
     """Each CUDA file, the device header included, is valid CUDA by itself
     (with every dtype instantiated: no -DBC_X_DTYPE)."""

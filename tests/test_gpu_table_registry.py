@@ -1,7 +1,7 @@
 """The GPU table's registry and its documentation page, without a GPU.
 
 The entries' values are tested on the emulation (``tests/gpu/test_gpu_table.py``,
-``tests/gpu/test_gpu_lift.py``); here: every entry has such a test and a row
+``tests/gpu/test_gpu_table_indexing.py``, ``tests/gpu/test_gpu_lift.py``); here: every entry has such a test and a row
 on the page, refusals give their reasons, and an Op registers once.
 """
 import os
@@ -24,7 +24,8 @@ def _read(*parts):
 
 
 def test_every_entry_has_a_test_on_the_emulation():
-    tests = _read("tests", "gpu", "test_gpu_table.py") + _read("tests", "gpu", "test_gpu_lift.py")
+    tests = "".join(_read("tests", "gpu", name) for name in
+                    ("test_gpu_table.py", "test_gpu_table_indexing.py", "test_gpu_lift.py"))  # fmt: skip
     twins_tested = {"DimShuffle", "Reshape", "Subtensor", "AdvancedSubtensor1", "CAReduce", "Sum", "Prod",
                     "Max", "Min", "All", "Any"}  # fmt: skip (test_gpu_lift.py's, by their twins' names)
     missing = [e.op_class.__name__ for e in rows()

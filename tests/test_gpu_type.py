@@ -326,3 +326,28 @@ def test_fake_cupy_refuses_implicit_conversion_to_numpy(fake_cupy):
     np.testing.assert_array_equal(a.get(), np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(fake_cupy.asnumpy(a.T[1:] * 2), np.arange(6.0).reshape(2, 3).T[1:] * 2)
     assert a.__cuda_array_interface__["data"][0] == a.data.ptr
+
+
+def test_in_same_class_updates_and_givens_with_a_more_precise_shape(fake_cupy):
+    """Issue 39, item 4: an update or a ``givens`` replacement whose static
+    shape is more precise than the GPU shared variable's is accepted, as
+    ``aesara.shared`` accepts it; another dtype or pattern of 1s is refused."""
+    t = GpuArrayType("float32", (None, None))
+    assert t.in_same_class(GpuArrayType("float32", (3, None))) and t.in_same_class(t)
+    assert not t.in_same_class(GpuArrayType("float32", (1, None)))  # a static 1 is another class
+    assert not t.in_same_class(GpuArrayType("float64", (3, None)))
+    assert not t.in_same_class(TensorType("float32", (3, None)))
+    # the less precise GPU variable gets the shape through specify_shape, on the GPU
+    narrowed = GpuArrayType("float32", (3, None)).convert_variable(t())
+    assert narrowed.type == GpuArrayType("float32", (3, None))
+    W = gpu.shared(np.zeros((3, 2), "float32"), name="W")
+    x = at.vector("x", dtype="float32")
+    g = at.reshape(x, (-1, 3)).T  # static shape (3, ?)
+    mode = aesara.compile.mode.get_default_mode().excluding("gpu_bincount")
+    f = aesara.function([x], [], updates=[(W, W - g)], mode=mode)
+    assert f.maker.fgraph.outputs[0].type.in_same_class(W.type)
+    G = gpu_from_host(g)
+    f2 = aesara.function([x], (W * 2).sum(), givens={W: G}, mode=mode)
+    assert float(f2(np.arange(6, dtype="float32"))) == 30.0
+    with pytest.raises(TypeError):
+        aesara.function([x], [], updates=[(W, W.astype("float64") - g)], mode=mode)

@@ -32,7 +32,7 @@ def test_wheel_installs_and_compiles_outside_the_checkout(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (wheel,) = dist.glob("aesara_bincount-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for source in ("bincount_common.h", "bincount_cpu.c", "bincount_cuda_hist.cuh"):
+    for source in ("common/host_helpers.h", "cpu/bincount.c", "cuda/bincount_hist.cuh"):
         assert f"aesara_bincount_core/c_code/{source}" in names, names
 
     env_dir = tmp_path / "venv"

@@ -5,7 +5,7 @@ of minutes, so nothing would run it often; these two tests run, through
 ``tests/sanitizer.py``, the cases of ``tests/test_c_paths.py`` (each C path
 of ``Bincount`` and ``ScatterAdd``, each error) on the CPU, and their GPU
 variants plus a few calls of the kernel layer's ctypes library on the CPU
-emulation of the GPU (the GPU Ops' host C code, ``bincount_cuda_lib.c``).
+emulation of the GPU (the GPU Ops' host C code, ``cuda_host/kernel_layer_lib.c``).
 A sanitizer report fails the test, with its text.  Under ``make sanitize``
 (already sanitized, with ``tests/test_c_paths.py`` in its selection) the CPU
 test is skipped; the emulated one runs there too, as the whole sanitized

@@ -24,7 +24,7 @@ import pytest
 from aesara.compile.mode import Mode
 from aesara.tensor.elemwise import Elemwise
 
-from aesara_bincount_core import _c_code, scalar_codegen
+from aesara_bincount_core import _c_code, scalar_codegen, vector_codegen
 from aesara_bincount_core.scalar_codegen import inline_problem, scalar_code
 import scalar_cases
 
@@ -302,7 +302,7 @@ def test_gpu_elemwise_problem():
 
 
 def test_elemwise_template_compiles_alone():
-    """c_code/elemwise_cuda_kernel.cu is valid CUDA on its own (its default kernel)."""
+    """c_code/cuda/elemwise_kernel.cu is valid CUDA on its own (its default kernel)."""
     nvrtc, lib = _nvrtc_or_skip()
     from aesara_bincount_core.gpu.elemwise import KERNEL_FILES
 
@@ -310,3 +310,39 @@ def test_elemwise_template_compiles_alone():
     image = nvrtc.compile_cached(_c_code.read_source(KERNEL_FILES[0]), KERNEL_FILES[0], 80,
                                  ("-std=c++17", "-fmad=false"), headers, lib)  # fmt: skip
     assert image.data
+
+
+# -- the vector form (issue 41: the fused loop's weights as vectors) ----------------
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_vector_ops_are_one_ieee_operation_in_aesaras_code(dtype):
+    """Each op of VECTOR_OPS is, in Aesara's own C code, its one operation of
+    the inputs left to right: what vector_code writes on vectors."""
+    a, b, c = (aes.get_scalar_type(dtype)() for _ in range(3))
+    for op_class, sign in vector_codegen.VECTOR_OPS.items():
+        args = (a,) if op_class is aes.Neg else (a, b) if sign in "-/" else (a, b, c)
+        node = op_class(aes.upcast_out)(*args).owner if op_class is not aes.Neg else aes.neg(a).owner
+        code = node.op.c_code(node, "n", [f"i{k}" for k in range(len(args))], ["z"], {"fail": "F"})
+        want = f"z = -i0;" if op_class is aes.Neg else "z = " + f" {sign} ".join(f"i{k}" for k in range(len(args))) + ";"
+        assert code.strip() == want, (op_class, code)
+
+
+def test_vector_code_takes_arithmetic_of_one_float_dtype_only():
+    d = [aes.float64() for _ in range(3)]
+    f = [aes.float32() for _ in range(2)]
+
+    def vec(ins, out, dtype="float64", scalars=()):
+        return vector_codegen.vector_code(aes.Composite(ins, [out]), [f"a{k}" for k in range(len(ins))], "dst",
+                                          dtype, scalars=scalars)
+
+    code = vec(d, -(d[0] / d[1]) - aes.constant(0.1, dtype="float64") * d[2] + d[0])
+    assert code is not None and "(0.1)" in code and code.strip().endswith("}")
+    assert "dst = bc_vt" in code and " / " in code and "-(a0)" not in code  # the quotient is negated
+    assert vec(d[:2], d[0] * d[1] + d[1], scalars=[True, False]) is not None
+    assert vec(d[:2], d[0] * aes.constant(2.0, dtype="float64"), scalars=[True, False]) is None  # no vector in it
+    assert vec(f, f[0] * f[1], "float32") is not None
+    assert vec(f[:1], f[0] * aes.constant(0.1, dtype="float32"), "float32") is None  # a double literal in float32 code
+    assert vec(d[:1], aes.exp(d[0])) is None
+    assert vec(d[:1], d[0] * aes.constant(np.inf, dtype="float64")) is None
+    i = aes.int64()
+    assert vec([i], i * 2, "int64") is None
+    assert vec([d[0], f[0]], d[0] * f[0]) is None  # a cast inside

@@ -269,11 +269,11 @@ def test_pickle_round_trip(op):
 def test_cache_version_covers_every_source(monkeypatch):
     base = ScatterAdd().c_code_cache_version()
     assert set(ScatterAdd.c_sources) == {
-        "bincount_common.h", "bincount_pool.h", "scatter_add_common.h", "scatter_add_cpu.c",
+        "common/host_helpers.h", "cpu/worker_pool.h", "common/scatter_checks.h", "cpu/scatter_add.c",
     }
-    # The parts of scatter_add_cpu.c are found through its #include lines.
+    # The parts of cpu/scatter_add.c are found through its #include lines.
     assert set(ScatterAdd.hashed_sources()) == set(ScatterAdd.c_sources) | {
-        "scatter_add_cpu_check.h", "scatter_add_cpu_loops.h", "scatter_add_cpu_lanes.h",
+        "cpu/scatter_add_check.h", "cpu/scatter_add_loops.h", "cpu/scatter_add_lanes.h",
     }
     original = _c_code.read_source
     for name in ScatterAdd.hashed_sources():

@@ -3,9 +3,9 @@
 With ``openmp=True`` the scatter-add of rows splits its work by thread
 (privatized rows: chunks of ``idx`` into private copies, then blocks of rows
 merging them) or by row (one task per owner of rows), as tasks of the pool
-of ``c_code/bincount_pool.h`` that ``Bincount`` uses too.  These tests run
+of ``c_code/cpu/worker_pool.h`` that ``Bincount`` uses too.  These tests run
 each split, through ``aesara.function``, at sizes on both sides of the
-thresholds of ``c_code/scatter_add_cpu.c`` (read from the file), against
+thresholds of ``c_code/cpu/scatter_add.c`` (read from the file), against
 ``np.add.at``; a bad index in a threaded call, in place included; and, in
 fresh processes, that ScatterAdd and Bincount share one pool and that a call
 whose workers cannot run (every thread pinned to one core) still gives the
@@ -29,8 +29,8 @@ FORMS = ["zeros", "base", "inplace"]
 
 
 def c_constant(name: str) -> int:
-    """The value of ``#define name ...`` in ``scatter_add_cpu_check.h`` (the tuning constants)."""
-    text = _c_code.read_source("scatter_add_cpu_check.h")
+    """The value of ``#define name ...`` in ``cpu/scatter_add_check.h`` (the tuning constants)."""
+    text = _c_code.read_source("cpu/scatter_add_check.h")
     match = re.search(rf"^#define {name} (.+?)(?:/\*.*)?$", text, re.MULTILINE)
     assert match, name
     return int(eval(re.sub(r"(\d+)LL", r"\1", match.group(1))))  # (1 << 16), (256LL << 20)
@@ -297,17 +297,17 @@ print(ok)
 
 
 def test_every_header_scatter_add_includes_is_hashed():
-    """bincount_pool.h and the parts of scatter_add_cpu.c, like every file of ours
+    """cpu/worker_pool.h and the parts of cpu/scatter_add.c, like every file of ours
     that the C code includes (followed include by include), are in the cache version."""
     from aesara_bincount import ScatterAdd
 
-    included, todo = set(), ["scatter_add_cpu.c"]
+    included, todo = set(), ["cpu/scatter_add.c"]
     while todo:
         text = _c_code.read_source(todo.pop())
         for name in re.findall(r'^#include "([^"]+)"', text, re.MULTILINE):
             if name not in included:
                 included.add(name)
                 todo.append(name)
-    assert {"bincount_pool.h", "scatter_add_cpu_check.h", "scatter_add_cpu_loops.h",
-            "scatter_add_cpu_lanes.h"} <= included
+    assert {"cpu/worker_pool.h", "cpu/scatter_add_check.h", "cpu/scatter_add_loops.h",
+            "cpu/scatter_add_lanes.h"} <= included
     assert included <= set(ScatterAdd.hashed_sources())

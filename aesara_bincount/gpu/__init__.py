@@ -14,10 +14,13 @@ CuPy:
   rows) (tags ``bincount``,
   ``gpu_bincount``), and before them the lifting pass ``gpu_lift``
   (:mod:`aesara_bincount.gpu.lifting`: elementwise work, reductions, views,
-  shapes and gathers of GPU data run on the GPU; tag ``gpu_bincount``,
-  name ``gpu_lift``);
+  shapes, gathers and every Op of the GPU table run on the GPU, host values
+  go to the GPU work (:mod:`aesara_bincount.gpu.placement`); tag
+  ``gpu_bincount``, name ``gpu_lift``);
+- ``gpu_call_end`` (:mod:`aesara_bincount.gpu.call_end`): the results for
+  the host and the call's status come back in one copy, with one wait;
 - :func:`report` (``aesara_bincount.gpu.report(f)``): the transfers inside a
-  compiled function and the Op that caused each.
+  compiled function, the Op that caused each and why it stayed on the host.
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
@@ -32,7 +35,8 @@ Aesara nor CuPy at import time.
 from aesara.compile.sharedvalue import shared_constructor
 from aesara.tensor import _as_tensor_variable
 
-from aesara_bincount.gpu import fusion, inplace_guard, lifting, multi_gather, rewriting  # noqa: F401 (registers the rewrites)
+from aesara_bincount.gpu import call_end, fusion, inplace_guard, lifting, multi_gather, rewriting  # noqa: F401 (registers the rewrites)
+from aesara_bincount.gpu import scan  # noqa: F401, E402 (issue 39: the Scan lifter)
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, availability, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount

@@ -10,11 +10,15 @@ axes, then only full slices, of an array that comes from the GPU
     flat, bshape = LinearIndex()(W.shape[:K], rows, cols)
     out = W.reshape((prod(W.shape[:K]), *rest))[flat].reshape((*bshape, *rest))
 
-The lifting pass then runs the reshapes as GPU views and the gather as
-``GpuAdvancedSubtensor1``; ``LinearIndex`` checks the indices on the host
-(each axis's negative index wraps once; ``IndexError`` naming the axis, the
-value and its position) and its rows are copied to the GPU once.  Host
-arrays keep Aesara's ``AdvancedSubtensor`` (numpy's fancy indexing).
+The lifting pass then runs the reshapes as GPU views, the gather as
+``GpuAdvancedSubtensor1`` and ``LinearIndex`` on the GPU too (its table
+entry: the indices checked on the device, each axis's negative index
+wrapping once, an ``IndexError`` naming the axis, the value and its
+position raised when the call ends).  The same rewrite walks in the lifting
+pass (:func:`local_gpu_multi_index_gather_lifted`), where it also sees data
+that the lifting put on the GPU (``dot(X, W)[arange(n), a]``) and host data
+gathered by GPU indices.  Host arrays keep Aesara's ``AdvancedSubtensor``
+(numpy's fancy indexing).
 """
 from aesara.compile import optdb
 from aesara.graph.rewriting.basic import in2out, node_rewriter
@@ -27,16 +31,14 @@ from aesara_bincount.multi_index import leading_index_arrays
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.linear_index import LinearIndex
 
-__all__ = ["local_gpu_multi_index_gather"]
+__all__ = ["local_gpu_multi_index_gather", "local_gpu_multi_index_gather_lifted"]
 
 
-@node_rewriter([AdvancedSubtensor])
-def local_gpu_multi_index_gather(fgraph, node):
-    """Write ``HostFromGpu(g)[i0, i1, ...]`` as a gather of rows (see the module notes)."""
+def _gather_of_rows(node, lifted: bool):
     if type(node.op) is not AdvancedSubtensor:
         return False
     x, *entries = node.inputs
-    if _from_gpu(x) is None:
+    if _from_gpu(x) is None and not (lifted and any(_from_gpu(e) is not None for e in entries)):
         return False
     indices = leading_index_arrays(entries)
     if indices is None or len(indices) > x.type.ndim:
@@ -51,6 +53,19 @@ def local_gpu_multi_index_gather(fgraph, node):
     out = advanced_subtensor1(rows, flat)
     out = out.reshape([bshape[j] for j in range(bnd)] + rest, ndim=bnd + len(rest))
     return replacement_for(node.outputs[0], out)
+
+
+@node_rewriter([AdvancedSubtensor])
+def local_gpu_multi_index_gather(fgraph, node):
+    """Write ``HostFromGpu(g)[i0, i1, ...]`` as a gather of rows (see the module notes)."""
+    return _gather_of_rows(node, lifted=False)
+
+
+@node_rewriter([AdvancedSubtensor])
+def local_gpu_multi_index_gather_lifted(fgraph, node):
+    """:func:`local_gpu_multi_index_gather` in the lifting walk: also for data that the
+    lifting put on the GPU just before, and for host data gathered by GPU indices."""
+    return _gather_of_rows(node, lifted=True)
 
 
 optdb.register(

@@ -51,6 +51,8 @@ from aesara.tensor.shape import Shape, Shape_i
 
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
+from aesara_bincount_core.gpu.call_status import GpuCallStatus
+from aesara_bincount_core.gpu.index_check import checked_rows
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
@@ -62,6 +64,8 @@ from aesara_bincount_core.scatter_set import ScatterSet
 __all__ = [
     "local_gpu_bincount",
     "local_gpu_scatter_add",
+    "local_gpu_scatter_add_checked",
+    "local_gpu_scatter_set_checked",
     "local_gpu_transfer_round_trip",
     "local_gpu_bincount_to_host",
 ]
@@ -153,6 +157,35 @@ def _shape_of_gpu_array(shape, limit: int = 64) -> bool:
     return False
 
 
+def _gpu_scatter_add(node, call_status: bool):
+    """``node`` (a ``ScatterAdd``) on the GPU when its data is there, else None (see below)."""
+    op = node.op
+    if type(op) is not ScatterAdd:
+        return None
+    base, increments, idx = node.inputs
+    # On the call's status (the lifting pass), any GPU input moves the node
+    # (the placement's rule: host arrays go to the GPU work).
+    moved_by_any = call_status and (_from_gpu(increments) is not None or _from_gpu(idx) is not None)
+    if op.onto == "base":
+        if _from_gpu(base) is None and not moved_by_any:
+            return None
+        base = _on_gpu(base)
+    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base) and not moved_by_any:
+        return None
+    old = node.outputs[0]
+    idx = _on_gpu(idx)
+    if call_status:
+        rows = Shape_i(0)(base) if op.onto == "base" else base[0]
+        status = [GpuCallStatus()()]
+        idx = checked_rows(idx, "scatter-add", rows, status[0])
+    else:
+        status = []
+    new = GpuScatterAdd(op.onto, inplace=op.inplace, call_status=call_status)(
+        base, _on_gpu(increments), idx, *status
+    )
+    return replacement_for(old, host_from_gpu(new))
+
+
 @node_rewriter([ScatterAdd])
 def local_gpu_scatter_add(fgraph, node):
     """Replace ``ScatterAdd`` of GPU data by ``HostFromGpu(GpuScatterAdd(...))``.
@@ -160,22 +193,37 @@ def local_gpu_scatter_add(fgraph, node):
     ``onto="base"``: when the base is ``HostFromGpu(g)``; ``onto="zeros"``:
     when the increments are, or when the shape of the zeros is that of a GPU
     array (:func:`_shape_of_gpu_array`).  The other arrays go to the GPU (``_on_gpu``);
-    the shape of a zero-filled base stays on the host.
+    the shape of a zero-filled base stays on the host.  The Op checks its
+    indices itself, with a wait.
     """
-    op = node.op
-    if type(op) is not ScatterAdd:
+    return _gpu_scatter_add(node, call_status=False) or False
+
+
+@node_rewriter([ScatterAdd])
+def local_gpu_scatter_add_checked(fgraph, node):
+    """:func:`local_gpu_scatter_add` as the lifting pass does it: the indices
+    checked on the device (``GpuIndexCheck``) and the Op on the call's status,
+    with no wait (a bad index is raised when the call ends); and the node
+    moves when any of its arrays comes from the GPU (a host base or host
+    increments go to the GPU: the gradient of ``q[gpu_idx]`` for a host ``q``)."""
+    return _gpu_scatter_add(node, call_status=True) or False
+
+
+def _gpu_scatter_set(node, call_status: bool):
+    if type(node.op) is not ScatterSet:
         return False
-    base, increments, idx = node.inputs
-    if op.onto == "base":
-        if _from_gpu(base) is None:
-            return False
-        base = _on_gpu(base)
-    elif _from_gpu(increments) is None and not _shape_of_gpu_array(base):
+    base, values, rows = node.inputs
+    if _from_gpu(base) is None and not (
+        call_status and (_from_gpu(values) is not None or _from_gpu(rows) is not None)
+    ):
         return False
-    old = node.outputs[0]
-    new = GpuScatterAdd(op.onto, inplace=op.inplace)(base, _on_gpu(increments), _on_gpu(idx))
-    out = host_from_gpu(new)
-    return replacement_for(old, out)
+    base, rows = _on_gpu(base), _on_gpu(rows)
+    status = []
+    if call_status:
+        status = [GpuCallStatus()()]
+        rows = checked_rows(rows, "scatter-set", Shape_i(0)(base), status[0])
+    new = GpuScatterSet(node.op, call_status)(base, _on_gpu(values), rows, *status)
+    return replacement_for(node.outputs[0], host_from_gpu(new))
 
 
 @node_rewriter([ScatterSet])
@@ -186,13 +234,15 @@ def local_gpu_scatter_set(fgraph, node):
     ``set_subtensor(M[rows, cols], v)`` through the reshaped base) runs on
     the GPU: the values and the rows go there (``_on_gpu``), not the base.
     """
-    if type(node.op) is not ScatterSet:
-        return False
-    base, values, rows = node.inputs
-    if _from_gpu(base) is None:
-        return False
-    new = GpuScatterSet(node.op)(_on_gpu(base), _on_gpu(values), _on_gpu(rows))
-    return replacement_for(node.outputs[0], host_from_gpu(new))
+    return _gpu_scatter_set(node, call_status=False)
+
+
+@node_rewriter([ScatterSet])
+def local_gpu_scatter_set_checked(fgraph, node):
+    """:func:`local_gpu_scatter_set` as the lifting pass does it: the rows checked
+    on the device, no wait; and the node moves when any of its arrays comes
+    from the GPU (its host base goes there: the gradient of a set)."""
+    return _gpu_scatter_set(node, call_status=True)
 
 
 @node_rewriter([GpuFromHost])

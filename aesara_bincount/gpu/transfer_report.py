@@ -7,7 +7,9 @@ scatter-add nodes that the GPU takes, has no transfer inside: only the
 copies of the user's host inputs to the GPU and of its outputs to the host.
 Each node left on the host costs one copy of each GPU input to the host and
 one copy of its result back.  :func:`report` lists those copies with the
-node that caused each and the reason it stayed on the host;
+node that caused each and the reason it stayed on the host
+(:func:`why_on_host`: no GPU entry for its Op, its entry refused it and
+why, it computes from host values only...);
 ``python -m aesara_bincount --gpu-report FILE.py`` runs a script and reports
 on every function it compiles.
 """
@@ -17,12 +19,22 @@ import sys
 from typing import List, Optional, TextIO
 
 from aesara.compile.function.types import Function
+from aesara.scan.op import Scan
 from aesara.tensor.elemwise import Elemwise
 
-from aesara_bincount_core.gpu.table import gpu_problem
+from aesara_bincount.gpu.scan import loop_input_reason, loop_output_reason, scan_problem
+from aesara_bincount_core.gpu.table import gpu_entry, gpu_problem
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
+from aesara_bincount_core.op import Bincount
+from aesara_bincount_core.scatter_add import ScatterAdd
+from aesara_bincount_core.scatter_set import ScatterSet
+from aesara_bincount_core.semantics import OUT_DTYPES, SET_DTYPES
 
 __all__ = ["Transfer", "inner_transfers", "report", "report_file", "why_on_host"]
+
+
+def _from_gpu(v) -> bool:
+    return v.owner is not None and isinstance(v.owner.op, HostFromGpu)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,27 +53,87 @@ class Transfer:
         GPU (else the node that makes the value copied).
     reason : str
         Why ``cause`` runs on the host.
+    loop : aesara.graph.basic.Apply or None
+        The ``Scan`` (or ``GpuScan``) node whose inner graph holds the copy,
+        which then happens at every step of the loop; None for a copy of the
+        function's own graph (issue 39).
     """
 
     direction: str
     node: object
     cause: object
     reason: str
+    loop: object = None
 
     def __str__(self):
-        return f"{self.direction} for {self.cause.op}: {self.reason}"
+        where = "" if self.loop is None else f"inside {self.loop.op}, at every step: "
+        return f"{where}{self.direction} for {self.cause.op}: {self.reason}"
 
 
-def why_on_host(node) -> str:
-    """The reason the host node ``node`` was not moved to the GPU."""
+def _own_rewrite_problem(node) -> Optional[str]:
+    """Why a node of an Op with a GPU rewrite of its own (not the table) stayed, or None."""
+    op = node.op
+    if type(op) not in (Bincount, ScatterAdd, ScatterSet):
+        return None
+    dtype = node.outputs[0].type.dtype
+    allowed = SET_DTYPES if type(op) is ScatterSet else OUT_DTYPES
+    if dtype not in allowed:
+        return f"dtype {dtype} (the GPU Op takes {', '.join(allowed)})"
+    if type(op) is ScatterSet:
+        return "its base is on the host (the scatter-set of rows moves with its base)"
+    return "none of its arrays is on the GPU"
+
+
+def why_on_host(node, fgraph=None) -> str:
+    """The reason the host node ``node`` was not moved to the GPU.
+
+    Parameters
+    ----------
+    node : aesara.graph.basic.Apply
+    fgraph : aesara.graph.fg.FunctionGraph, optional
+        The graph of ``node``, to tell a node whose result the host also reads.
+
+    Returns
+    -------
+    str
+        ``"no GPU entry for X"`` (an Op with no GPU implementation: the one
+        to write); ``"X refused: ..."`` (its GPU implementation does not take
+        this node: a dtype such as float16, a case, and why);
+        ``"X moves with its input k, which is on the host"``; ``"computed
+        from host values only"``, for a node that reads no GPU value (its
+        result goes to the GPU where it is made); ``"its result is also read
+        on the host"``.
+    """
+    name = type(node.op).__name__
+    if isinstance(node.op, Scan):  # issue 39
+        return scan_problem(node)
     if type(node.op) is Elemwise:
         try:
             from aesara_bincount_core.gpu.elemwise import gpu_elemwise_problem
         except ImportError:  # pragma: no cover - depends on the branch
             return "no GpuElemwise in this build"
-        return gpu_elemwise_problem(node) or "no input of the node comes from the GPU"
-    problem = gpu_problem(node)
-    return problem or "no input of the node comes from the GPU"
+        problem = gpu_elemwise_problem(node)
+    elif type(node.op) in (Bincount, ScatterAdd, ScatterSet):
+        problem = _own_rewrite_problem(node)
+    else:
+        entry = gpu_entry(node.op)
+        if entry is None:
+            return f"no GPU entry for {name}"
+        problem = gpu_problem(node)
+        if problem is None and entry.trigger is not None:
+            trigger = [k for k in entry.trigger if k < len(node.inputs)]
+            if trigger and not any(_from_gpu(node.inputs[k]) for k in trigger):
+                return f"{name} moves with its input {trigger[0]}, which is on the host"
+    if problem:
+        return f"{name} refused: {problem}"
+    if not any(_from_gpu(v) for v in node.inputs):
+        if fgraph is not None and any(
+            c == "output" or not isinstance(c.op, GpuFromHost)
+            for out in node.outputs for c, _ in fgraph.clients.get(out, [])
+        ):  # fmt: skip
+            return "its result is also read on the host"
+        return "computed from host values only"
+    return "its GPU implementation was not reached by the lifting (please report it)"
 
 
 def _left_the_gpu(node):
@@ -87,7 +159,11 @@ def inner_transfers(f: Function) -> List[Transfer]:
 
     A ``GpuFromHost`` of a graph input (the user's host argument) and a
     ``HostFromGpu`` whose result only goes to the function's outputs are
-    the user's copies, not listed.
+    the user's copies, not listed.  The copies inside the compiled inner
+    graph of each ``Scan`` follow those of the graph that holds it
+    (``Transfer.loop`` names the scan): there, a slice, state or
+    non-sequence copied to the GPU and a result copied to the host are
+    copies of every step.
 
     Parameters
     ----------
@@ -97,21 +173,37 @@ def inner_transfers(f: Function) -> List[Transfer]:
     -------
     list of Transfer
     """
-    fgraph = f.maker.fgraph
+    return _graph_transfers(f.maker.fgraph, None)
+
+
+def _graph_transfers(fgraph, loop) -> List[Transfer]:
+    """The transfers of ``fgraph``, a function's graph (``loop`` None) or the
+    compiled inner graph of the scan node ``loop``, then those of its loops."""
     found = []
     for node in fgraph.toposort():
         if isinstance(node.op, HostFromGpu):
             for client, _ in fgraph.clients[node.outputs[0]]:
-                if not _is_function_copy(fgraph, client):
-                    found.append(Transfer("GPU -> host", node, client, why_on_host(client)))
+                if loop is not None and _is_function_copy(fgraph, client):  # issue 39: each step's
+                    out = node.outputs[0] if client == "output" else client.outputs[0]
+                    reason = loop_output_reason(loop, fgraph, out)
+                    found.append(Transfer("GPU -> host", node, loop, reason, loop))
+                elif not _is_function_copy(fgraph, client):
+                    found.append(Transfer("GPU -> host", node, client, why_on_host(client, fgraph), loop))
+        elif isinstance(node.op, GpuFromHost) and node.inputs[0].owner is None and loop is not None:
+            # issue 39: a slice, state or non-sequence that the loop passes on the host
+            reason = loop_input_reason(loop, fgraph, node.inputs[0])
+            found.append(Transfer("host -> GPU", node, loop, reason, loop))
         elif isinstance(node.op, GpuFromHost) and node.inputs[0].owner is not None:
             # The node that took the data off the GPU caused the copy back.
             producer = node.inputs[0].owner
             cause = _left_the_gpu(producer) or producer
-            reason = why_on_host(cause)
+            reason = why_on_host(cause, fgraph)
             if cause is not producer:
                 reason += f" (its result comes back through {producer.op} on the host)"
-            found.append(Transfer("host -> GPU", node, cause, reason))
+            found.append(Transfer("host -> GPU", node, cause, reason, loop))
+    for node in fgraph.toposort():
+        if isinstance(node.op, Scan):  # issue 39: the copies inside the loops
+            found += _graph_transfers(node.op.fn.maker.fgraph, node)
     return found
 
 

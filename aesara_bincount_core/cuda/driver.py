@@ -5,7 +5,7 @@ library is ``$AESARA_BINCOUNT_LIBCUDA`` if set, else ``libcuda.so.1``; it is
 loaded on first use, never at import.  Arrays, streams and memory come from
 CuPy; this module loads modules, finds kernels and sizes their launches with
 the occupancy calculator.  The launches themselves are made by the C launcher
-(``c_code/bincount_cuda_launch.h``), which loads the same library.
+(``c_code/cuda_host/bincount_launch.h``), which loads the same library.
 """
 import ctypes
 import os
@@ -122,7 +122,7 @@ class Driver:
         reuses it) with the top bit set, or, when the driver lacks the
         function or refuses, the ``CUcontext`` pointer itself, which a
         context created after another was destroyed may reuse.  The host C
-        code's ``bc_cuda_context_key`` (``c_code/bincount_cuda_driver.h``)
+        code's ``bc_cuda_context_key`` (``c_code/cuda_host/driver.h``)
         gives the same key.
         """
         if not ctx:
@@ -178,7 +178,7 @@ class Driver:
         """``cuLaunchKernel`` of a kernel that takes one struct by value, on
         ``stream``, with no dynamic shared memory; it does not wait.  The
         launchers of the bincount and the rows are in C
-        (``c_code/bincount_cuda_launch.h``); this one is for the generated
+        (``c_code/cuda_host/bincount_launch.h``); this one is for the generated
         elementwise kernels (:mod:`aesara_bincount_core.gpu.elemwise`)."""
         self.launch_args(func, blocks, threads, stream, (ctypes.c_void_p * 1)(ctypes.addressof(params)))
 

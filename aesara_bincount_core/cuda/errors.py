@@ -1,10 +1,10 @@
 """The exceptions of the GPU path, and the one place a launch error becomes one.
 
 Part of the stand-alone kernel layer.  The C launcher
-(``c_code/bincount_cuda_launch.h``) needs no Python, so it reports a failure
+(``c_code/cuda_host/bincount_launch.h``) needs no Python, so it reports a failure
 as a ``bc_cuda_error``: a ``BC_CUDA_E_*`` code of
-``c_code/bincount_cuda_driver.h`` with its arguments.  :func:`launch_error`
-renders it, with the message table of ``c_code/bincount_common.h`` (the same
+``c_code/cuda_host/driver.h`` with its arguments.  :func:`launch_error`
+renders it, with the message table of ``c_code/common/host_helpers.h`` (the same
 text as the CPU Op and the NumPy reference), for both callers of the
 launcher: the kernel layer (:mod:`.launcher`) and the host C code of the
 GpuBincount Op, which calls it through the Python C API.
@@ -20,9 +20,9 @@ class GpuUnavailableError(RuntimeError):
 
 
 #: ``BC_CUDA_E_*`` name (without the prefix) -> code.
-CODES = header_constants("bincount_cuda_driver.h", "BC_CUDA_E_")
+CODES = header_constants("cuda_host/driver.h", "BC_CUDA_E_")
 _NAMES = {code: name for name, code in CODES.items()}
-#: code name -> (exception type, message of bincount_common.h).
+#: code name -> (exception type, message of common/host_helpers.h).
 _TABLE = {
     "NDIM": (ValueError, "BC_MSG_NDIM"),
     "MINLENGTH": (ValueError, "BC_MSG_MINLENGTH"),
@@ -52,7 +52,7 @@ def launch_error(code: int, a0: int, a1: int, a2: int, uarg: int, text: str) -> 
     -------
     BaseException
         ``ValueError``, ``IndexError`` or ``MemoryError`` with the message of
-        ``bincount_common.h``; ``ValueError`` for an input on another device;
+        ``common/host_helpers.h``; ``ValueError`` for an input on another device;
         ``MemoryError`` (device out of memory) or ``RuntimeError`` for a failed
         driver call; :class:`GpuUnavailableError` when the driver is missing.
     """

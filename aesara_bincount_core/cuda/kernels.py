@@ -1,7 +1,7 @@
 """The stand-alone GPU kernel layer: bincount on CuPy arrays, without Aesara.
 
-:func:`bincount_cupy` runs the kernels of ``c_code/bincount_cuda_kernel.cu``
-(and :func:`scatter_add_cupy` those of ``c_code/scatter_add_cuda_kernel.cu``)
+:func:`bincount_cupy` runs the kernels of ``c_code/cuda/bincount_kernels.cu``
+(and :func:`scatter_add_cupy` those of ``c_code/cuda/scatter_add_kernels.cu``)
 on CuPy arrays, with the semantics and error messages of the CPU
 :class:`~aesara_bincount.Bincount` Op.  This package imports no Aesara and no
 CuPy at import time (CuPy is imported on first use); it works with NumPy 1 +
@@ -17,14 +17,14 @@ The layer, by job (as CuPy splits its compiler, kernels and runtime):
   attributes, occupancy);
 - :mod:`.modules`: the kernels loaded in each context and the figures that
   size their launches;
-- :mod:`.launcher`: the C launcher (``c_code/bincount_cuda_launch.h``, the
+- :mod:`.launcher`: the C launcher (``c_code/cuda_host/bincount_launch.h``, the
   one implementation of the launch plan, which the GpuBincount Op compiles
   too), built into a small library and called through ctypes;
 - :mod:`.errors`: the exceptions, and the rendering of launch errors;
 - this module: the public functions.
 
 How a call runs (the launch strategy) is described once, in
-``c_code/bincount_cuda_launch.h``; in short: one pass over x counts into a
+``c_code/cuda_host/bincount_launch.h``; in short: one pass over x counts into a
 first guess of the length and finds ``max(x)`` and the first refused value,
 the status comes back in one device-to-host copy (the call's only wait), and
 a second pass counts what lies beyond the guess, when anything does.
@@ -171,7 +171,7 @@ def scatter_add_cupy(base, increments, idx, inplace: bool = False):
     The CUDA counterpart of :func:`aesara_bincount.reference_scatter_add`
     (``out = base.copy(); np.add.at(out, idx, increments)``), with the same
     results, errors and messages, through the launcher that the
-    ``GpuScatterAdd`` Op runs (``c_code/scatter_add_cuda_launch.h``).
+    ``GpuScatterAdd`` Op runs (``c_code/cuda_host/scatter_add_launch.h``).
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
 """The C launchers, built into a small shared library and called through ctypes.
 
 Part of the stand-alone kernel layer.  The launch plans and sequences exist
-once, in C (``c_code/bincount_cuda_launch.h``, and
-``c_code/scatter_add_cuda_launch.h`` for the scatter-add of rows); the
-GpuBincount and GpuScatterAdd Ops compile them into their modules, and this module builds ``c_code/bincount_cuda_lib.c``
+once, in C (``c_code/cuda_host/bincount_launch.h``, and
+``c_code/cuda_host/scatter_add_launch.h`` for the scatter-add of rows); the
+GpuBincount and GpuScatterAdd Ops compile them into their modules, and this module builds ``c_code/cuda_host/kernel_layer_lib.c``
 (which includes them) with the system C compiler, once per version of the
 sources, into the kernel cache folder (:mod:`.disk_cache`: the file is
 compiled under a temporary name, renamed into place, and its name carries
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: The library's source and every file it includes (hashed into its name).
-LIBRARY_SOURCES = _c_code.included_closure(("bincount_cuda_lib.c",))
+LIBRARY_SOURCES = _c_code.included_closure(("cuda_host/kernel_layer_lib.c",))
 _ERROR_TEXT = 320  # BC_CUDA_ERROR_TEXT
 
 

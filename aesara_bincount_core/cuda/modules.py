@@ -38,6 +38,7 @@ from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import nvrtc
 from aesara_bincount_core.cuda.sources import (
     CONSTANTS,
+    DTYPES,
     THREADS,
     compile_module,
     family_of,
@@ -263,10 +264,10 @@ def _function(mod: DeviceModule, name: str) -> Tuple[int, int, int]:
         if name.startswith(("bincount_hist_", _FUSED_PREFIX)):
             # The deterministic pass (a sub-histogram per warp): one block
             # per multiprocessor, with the most shared memory, for the
-            # widest window (c_code/bincount_cuda_det_launch.h).
+            # widest window (c_code/cuda_host/bincount_det_launch.h).
             most = 1 if "_det_" in name else CONSTANTS["BLOCKS_PER_SM"]
             resident, budget = _size_hist(drv, mod, func, most)
-        elif name.startswith(("scatter_rows_", "scatter_set_")):
+        elif name.startswith(("scatter_rows_", "scatter_set_", "call_check_")):
             # The deterministic rows kernel takes dynamic shared memory.
             shared = CONSTANTS["ROWS_DET_SHARED_BYTES"] if name.startswith("scatter_rows_det_") else 0
             per_sm = drv.max_active_blocks(func, THREADS, shared)
@@ -356,7 +357,7 @@ def c_rows_kernel_handles(idx_dtype: str, check: str, add: str) -> Tuple[int, ..
 
 
 def set_kernels(itemsize: int) -> Tuple[int, int, int]:
-    """The kernels of the scatter-set of rows (``c_code/scatter_set_cuda_kernel.cu``)
+    """The kernels of the scatter-set of rows (``c_code/cuda/scatter_set_kernels.cu``)
     in the current context, for elements of ``itemsize`` bytes (1, 2, 4 or 8).
 
     Returns
@@ -373,6 +374,27 @@ def set_kernels(itemsize: int) -> Tuple[int, int, int]:
         last, resident, _ = _function(mod, "scatter_set_last")
         rows = _function(mod, f"scatter_set_rows_w{itemsize}")[0]
     return last, rows, resident
+
+
+def check_kernels(idx_dtype: str) -> Tuple[int, int, int]:
+    """The kernels of the index check of a call (``c_code/cuda/call_check_kernels.cu``)
+    in the current context, for indices of ``idx_dtype`` (int8 ... uint64).
+
+    Returns
+    -------
+    (int, int, int)
+        ``(call_check_<ix>, call_check_record_<ix>, resident blocks)``.
+
+    Raises
+    ------
+    nvrtc.NvrtcError, driver.CudaDriverError
+    """
+    mod = device_module("int64", "check")
+    short = DTYPES[idx_dtype][1]
+    with _lock:
+        check, resident, _ = _function(mod, f"call_check_{short}")
+        record = _function(mod, f"call_check_record_{short}")[0]
+    return check, record, resident
 
 
 _generated: Dict[Tuple[int, str], Tuple[int, int]] = {}

@@ -1,7 +1,7 @@
 """The CUDA sources: what they define, which kernel serves which call, how to compile them.
 
 Part of the stand-alone kernel layer (NumPy and the standard library only).
-The numbers come from the headers themselves (``c_code/bincount_cuda.h``'s
+The numbers come from the headers themselves (``c_code/cuda/kernel_defs.h``'s
 ``BC_CUDA_*`` constants), so that Python and C never hold two copies of one
 figure.
 """
@@ -44,26 +44,29 @@ __all__ = [
 #: The CUDA sources in ``c_code/``: the histogram kernels (GpuBincount), the
 #: scatter-add of rows (GpuScatterAdd), the header they share with the host
 #: and the device helpers they share with each other.
-KERNEL_SOURCE = "bincount_cuda_kernel.cu"
-ROWS_SOURCE = "scatter_add_cuda_kernel.cu"
+KERNEL_SOURCE = "cuda/bincount_kernels.cu"
+ROWS_SOURCE = "cuda/scatter_add_kernels.cu"
 #: The scatter-set of rows (GpuScatterSet): the last one in index order wins.
-SET_SOURCE = "scatter_set_cuda_kernel.cu"
-KERNEL_HEADER = "bincount_cuda.h"
-DEVICE_HEADER = "bincount_cuda_device.cuh"
+SET_SOURCE = "cuda/scatter_set_kernels.cu"
+#: The index check of a call, written into the call's status (GpuIndexCheck).
+CHECK_SOURCE = "cuda/call_check_kernels.cu"
+KERNEL_HEADER = "cuda/kernel_defs.h"
+DEVICE_HEADER = "cuda/device_helpers.cuh"
 #: The templates of the histogram pass, included by KERNEL_SOURCE.
-HIST_HEADER = "bincount_cuda_hist.cuh"
+HIST_HEADER = "cuda/bincount_hist.cuh"
 #: Headers of each family's source besides KERNEL_HEADER and DEVICE_HEADER.
 FAMILY_HEADERS = {
-    "hist": (HIST_HEADER, "bincount_cuda_det.cuh", "bincount_cuda_det_count.cuh",
-             "bincount_cuda_det_bucket.cuh", "bincount_cuda_det.h", "bc_cuda_det_sort.cuh"),
-    "rows": ("scatter_add_cuda_det.cuh", "scatter_add_cuda_det_bucket.cuh", "scatter_add_cuda_det.h",
-             "bc_cuda_det_sort.cuh", "bincount_cuda_det.h"),
+    "hist": (HIST_HEADER, "cuda/bincount_det.cuh", "cuda/bincount_det_count.cuh",
+             "cuda/bincount_det_bucket.cuh", "cuda/bincount_det_defs.h", "cuda/det_sort.cuh"),
+    "rows": ("cuda/scatter_add_det.cuh", "cuda/scatter_add_det_bucket.cuh", "cuda/scatter_add_det_defs.h",
+             "cuda/det_sort.cuh", "cuda/bincount_det_defs.h"),
     "set": (),
+    "check": (),
 }
 #: Kernel family -> its source file.  A module holds the kernels of one
 #: family for one dtype of x (or of the indices), so a call compiles only
 #: its own family.
-FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE, "set": SET_SOURCE}
+FAMILIES = {"hist": KERNEL_SOURCE, "rows": ROWS_SOURCE, "set": SET_SOURCE, "check": CHECK_SOURCE}
 
 
 @lru_cache(maxsize=None)
@@ -77,7 +80,7 @@ def header_constants(header: str, prefix: str) -> Dict[str, int]:
     return {name: int(value) for name, value in re.findall(pattern, text, re.MULTILINE)}
 
 
-#: The ``BC_CUDA_*`` numbers of ``bincount_cuda.h``, without the prefix.
+#: The ``BC_CUDA_*`` numbers of ``cuda/kernel_defs.h``, without the prefix.
 CONSTANTS = header_constants(KERNEL_HEADER, "BC_CUDA_")
 #: Threads of a block of every kernel.
 THREADS = CONSTANTS["THREADS"]
@@ -96,7 +99,7 @@ DTYPES = {
 
 @dataclass(frozen=True)
 class Accumulation:
-    """How one output dtype is accumulated (see ``c_code/bincount_cuda_launch.h``).
+    """How one output dtype is accumulated (see ``c_code/cuda_host/bincount_launch.h``).
 
     Attributes
     ----------
@@ -153,7 +156,7 @@ def accumulation(out_dtype: str, weighted: bool) -> Accumulation:
     inc = DTYPES[out_dtype][1]
     if out_dtype == "float32":
         # Summed in float64 outside shared memory: native double atomics
-        # instead of float32 compare-and-swap loops (bincount_cuda_kernel.cu).
+        # instead of float32 compare-and-swap loops (cuda/bincount_kernels.cu).
         return make(inc, "float64", 4, "bincount_finish_f64_f32")
     if out_dtype.startswith("float"):
         return make(inc, out_dtype, size // 8, None)
@@ -175,7 +178,7 @@ def deterministic_sum(out_dtype: str, weighted: bool, deterministic: str) -> boo
 
 def det_hist_kernels(x_dtype: str, out_dtype: str) -> Tuple[str, str]:
     """Names of the deterministic pass and finish kernels of float weights
-    (``c_code/bincount_cuda_det.cuh``): ``bincount_hist_det_<x>_<w>`` and
+    (``c_code/cuda/bincount_det.cuh``): ``bincount_hist_det_<x>_<w>`` and
     ``bincount_det_finish_<w>``."""
     w = DTYPES[out_dtype][1]
     return f"bincount_hist_det_{DTYPES[x_dtype][1]}_{w}", f"bincount_det_finish_{w}"
@@ -186,7 +189,7 @@ def rows_kernels(idx_dtype: str, out_dtype: str, deterministic: str = "default")
 
     Float rows under ``deterministic == "more"`` take the deterministic
     adding kernel ``scatter_rows_det_<idx>_<out>``
-    (``c_code/scatter_add_cuda_det.cuh``: index order, np.add.at's bits).
+    (``c_code/cuda/scatter_add_det.cuh``: index order, np.add.at's bits).
 
     Raises
     ------
@@ -204,7 +207,7 @@ def rows_kernels(idx_dtype: str, out_dtype: str, deterministic: str = "default")
 def rows_scratch_kernels(add: str) -> Tuple[str, str]:
     """The two kernels of the float64 scratch that a float32 adding kernel ``add``
     may give way to (``scatter_rows_wide_<idx>_f32``, ``scatter_rows_finish_<idx>_f32``;
-    ``c_code/scatter_add_cuda_kernel.cu``), or ``("", "")`` for other dtypes."""
+    ``c_code/cuda/scatter_add_kernels.cu``), or ``("", "")`` for other dtypes."""
     if not (add.startswith("scatter_rows_add_") and add.endswith("_f32")):
         return "", ""
     return (add.replace("scatter_rows_add_", "scatter_rows_wide_", 1),
@@ -215,11 +218,13 @@ def family_of(kernel: str) -> str:
     """The family (a key of :data:`FAMILIES`) of the kernel named ``kernel``."""
     if kernel.startswith("scatter_set_"):
         return "set"
+    if kernel.startswith("call_check_"):
+        return "check"
     return "rows" if kernel.startswith("scatter_rows_") else "hist"
 
 
 def kernel_files(family: str) -> Tuple[str, ...]:
-    """The CUDA files of a family's module besides ``bincount_cuda.h``: its
+    """The CUDA files of a family's module besides ``cuda/kernel_defs.h``: its
     source, its own headers and the device header (what an Op hashes into
     its cache version)."""
     return (FAMILIES[family],) + FAMILY_HEADERS[family] + (DEVICE_HEADER,)
@@ -229,7 +234,7 @@ def module_options(x_dtype: str) -> Tuple[str, ...]:
     """NVRTC options (besides ``-arch``) of the module for ``x_dtype``.
 
     No ``-ftz``, ``-use_fast_math`` or the like: the float32 adds of the
-    kernels must keep subnormals (see ``bincount_cuda_device.cuh``).
+    kernels must keep subnormals (see ``cuda/device_helpers.cuh``).
     """
     return ("-std=c++17", f"-DBC_X_DTYPE={DTYPES[x_dtype][0]}")
 
@@ -253,8 +258,9 @@ def compile_module(
         The NVRTC to use (:func:`nvrtc.load` by default).
     family : str
         ``"hist"`` (the histogram and conversion kernels), ``"set"`` (the
-        scatter-set of rows, compiled for int64 rows only) or ``"rows"`` (the
-        scatter-add of rows); see :data:`FAMILIES`.
+        scatter-set of rows, compiled for int64 rows only), ``"check"`` (the
+        index check of a call, every index dtype in one module, compiled for
+        int64 only) or ``"rows"`` (the scatter-add of rows); see :data:`FAMILIES`.
     refresh : bool
         Compile again even when cached (:func:`nvrtc.compile_cached`).
 

@@ -2,7 +2,7 @@
 
 One kernel per ``Elemwise`` node (a fused ``Composite`` included), generated
 from the scalar ops' own C code by :mod:`aesara_bincount_core.scalar_codegen`
-and inlined in the template ``c_code/elemwise_cuda_kernel.cu``, as Theano's
+and inlined in the template ``c_code/cuda/elemwise_kernel.cu``, as Theano's
 ``GpuElemwise`` built its kernels (``theano/gpuarray/elemwise.py``).  The
 kernel is compiled with NVRTC and cached on disk
 (:func:`aesara_bincount_core.cuda.modules.generated_function`) and launched
@@ -36,9 +36,9 @@ __all__ = ["GpuElemwise", "gpu_elemwise_problem", "KERNEL_FILES"]
 #: The template, its header, the preamble and the headers they include
 #: (hashed into every kernel's name).
 KERNEL_FILES = _c_code.included_closure(
-    ("elemwise_cuda_kernel.cu", "elemwise_cuda.cuh", scalar_codegen.CUDA_PREAMBLE)
+    ("cuda/elemwise_kernel.cu", "cuda/elemwise.cuh", scalar_codegen.CUDA_PREAMBLE)
 )
-_LIMITS = header_constants("elemwise_cuda.cuh", "BC_EW_")
+_LIMITS = header_constants("cuda/elemwise.cuh", "BC_EW_")
 MAX_DIMS, MAX_ARGS, THREADS = _LIMITS["MAX_DIMS"], _LIMITS["MAX_ARGS"], _LIMITS["THREADS"]
 #: Most elements per thread and iteration of the vector path, and the most
 #: bytes of array elements one thread holds there (see :func:`vector_width`).
@@ -52,7 +52,7 @@ _ELEMENT_HEAD = "static __device__ __forceinline__ void bc_ew_element(const bc_e
 
 
 class _Params(ctypes.Structure):
-    """``bc_ew_params`` of ``c_code/elemwise_cuda.cuh``."""
+    """``bc_ew_params`` of ``c_code/cuda/elemwise.cuh``."""
 
     _fields_ = [
         ("n", ctypes.c_longlong),
@@ -262,7 +262,7 @@ class GpuElemwise(Op):
         return next((w for w in (VEC_MAX, 2) if w * row <= VEC_BYTES), 0)
 
     def kernel_source(self, node) -> (str, str):
-        """``(name, source)`` of the node's kernel (see ``c_code/elemwise_cuda_kernel.cu``)."""
+        """``(name, source)`` of the node's kernel (see ``c_code/cuda/elemwise_kernel.cu``)."""
         args: List[str] = []
         for k, v in enumerate(node.inputs):
             ctype = v.type.dtype_specs()[1]
@@ -293,7 +293,7 @@ class GpuElemwise(Op):
             "}",
         ] if width else []  # fmt: skip
         lines = [
-            '#include "elemwise_cuda.cuh"',
+            '#include "cuda/elemwise.cuh"',
             code.support,
             "#define BC_EW_NAME {name}",
             f"#define BC_EW_NARGS {nin + len(outs)}",
@@ -303,7 +303,7 @@ class GpuElemwise(Op):
             code.body,
             *vector,
             "#undef BC_SCALAR_FAIL",
-            '#include "elemwise_cuda_kernel.cu"',
+            '#include "cuda/elemwise_kernel.cu"',
             "",
         ]  # fmt: skip
         # the name is a hash of everything NVRTC compiles: the source, the headers, the options
@@ -366,7 +366,8 @@ class GpuElemwise(Op):
             return
         layout.check_arrays(self, arrays, cp.cuda.runtime.getDevice())
         plan = self._plan(node)
-        p = plan.params
+        block = plan.take()  # this call's own parameter block (f.copy() shares the plan)
+        p = block.params
         p.n = n
         for k, dtype in scalar_args:  # host scalars: kernel arguments
             v = inputs[k]
@@ -383,26 +384,54 @@ class GpuElemwise(Op):
         if not contiguous:
             p.shape[:ndim] = shape
         p.contiguous = 2 if contiguous and width and layout.vector_aligned(args, width) else int(contiguous)
-        plan.launch(min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
+        plan.launch(block, min(-(-n // THREADS), plan.max_blocks), cp.cuda.get_current_stream().ptr)
+
+
+class _Block:
+    """One kernel parameter block (``bc_ew_params``) and the argument array
+    that points at it."""
+
+    __slots__ = ("params", "args")
+
+    def __init__(self, ndim: int):
+        self.params = _Params()
+        self.params.ndim = ndim
+        self.args = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
 
 
 class _Launch:
     """What every launch of one GpuElemwise node in one CUDA context shares,
     built once: the kernel, the most blocks worth launching (those that run at
     once: the multiprocessors times the blocks the driver's occupancy
-    calculator grants one of them), and the kernel's parameter block, of which
-    each call rewrites the fields it uses (the driver copies it at launch)."""
+    calculator grants one of them), and the parameter blocks not in use.
 
-    __slots__ = ("_drv", "_func", "max_blocks", "params", "_args")
+    The plan is shared by a function and its ``f.copy()`` (Aesara copies a
+    node's tag shallowly), so by calls from several threads at once, and
+    ctypes releases the GIL inside ``cuLaunchKernel``.  So each call takes a
+    parameter block of its own (:meth:`take`: one left by an earlier call,
+    else a new one), writes every field it uses, and gives it back once
+    ``cuLaunchKernel`` has returned (the driver copies the block at launch).
+    ``list.pop`` and ``list.append`` are atomic under the GIL: no lock."""
+
+    __slots__ = ("_drv", "_func", "max_blocks", "_ndim", "_free")
 
     def __init__(self, drv, func: int, multiprocessors: int, ndim: int):
-        self._drv, self._func = drv, func
+        self._drv, self._func, self._ndim = drv, func, ndim
         per_sm = drv.max_active_blocks(func, THREADS, 0)
         self.max_blocks = max(1, multiprocessors * max(1, per_sm))
-        self.params = _Params()
-        self.params.ndim = ndim
-        self._args = (ctypes.c_void_p * 1)(ctypes.addressof(self.params))
+        self._free: List[_Block] = [_Block(ndim)]
 
-    def launch(self, blocks: int, stream: int) -> None:
-        """``cuLaunchKernel`` of ``blocks`` blocks with the current parameters, on ``stream``."""
-        self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, self._args)
+    def take(self) -> _Block:
+        """A parameter block no other call uses until it is given back."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            return _Block(self._ndim)
+
+    def launch(self, block: _Block, blocks: int, stream: int) -> None:
+        """``cuLaunchKernel`` of ``blocks`` blocks with ``block``'s parameters, on
+        ``stream``; then ``block`` is free again (also when the launch fails)."""
+        try:
+            self._drv.launch_args(self._func, max(1, blocks), THREADS, stream, block.args)
+        finally:
+            self._free.append(block)

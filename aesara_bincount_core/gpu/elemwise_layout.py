@@ -2,7 +2,7 @@
 launch, from the arrays of a call: their broadcast shape, their byte strides
 over it, the checks before a kernel may touch them (device, alignment to
 their elements) and whether the vector path may load and store them
-(``c_code/elemwise_cuda_kernel.cu``).  No GPU work here; the arrays are
+(``c_code/cuda/elemwise_kernel.cu``).  No GPU work here; the arrays are
 CuPy arrays (only their shapes, strides, pointers and devices are read).
 """
 from typing import List, Sequence
@@ -26,7 +26,7 @@ def vector_aligned(args, width: int) -> bool:
     """Whether the vector path of ``width`` elements may load and store the
     ``(k, array)`` pairs of a contiguous launch: each array of more than one
     element starts on a multiple of ``min(16, width * itemsize)`` bytes (the
-    width of its vector loads and stores, ``c_code/elemwise_cuda_kernel.cu``);
+    width of its vector loads and stores, ``c_code/cuda/elemwise_kernel.cu``);
     an array of one element is loaded alone."""
     return all(a.size == 1 or a.data.ptr % min(16, width * a.itemsize) == 0 for _, a in args)
 

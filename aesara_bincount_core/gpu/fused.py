@@ -1,13 +1,13 @@
 """The :class:`GpuFusedBincount` Op: a GPU bincount whose weights are computed in its kernel.
 
 The GPU counterpart of :class:`aesara_bincount_core.fused.FusedBincount` for
-the weights: the histogram kernel of ``c_code/bincount_cuda_kernel.cu``,
+the weights: the histogram kernel of ``c_code/cuda/bincount_kernels.cu``,
 instantiated once per scalar graph with a device function that computes the
 weight at each position from the graph's inputs, generated from the scalar
 ops' own C code by :mod:`aesara_bincount_core.scalar_codegen` (the generator
 of :class:`~aesara_bincount_core.gpu.elemwise.GpuElemwise`'s kernels).  The
-host C code and the launcher are GpuBincount's (``bincount_cuda_host.c``,
-``bincount_cuda_launch.h``); the kernel comes from the one module cache
+host C code and the launcher are GpuBincount's (``cuda_host/gpu_bincount_op.c``,
+``cuda_host/bincount_launch.h``); the kernel comes from the one module cache
 (:func:`aesara_bincount_core.cuda.modules.register_generated_hist`).
 
 Neighbours: :mod:`.op` (``GpuBincount``, the base), :mod:`.elemwise` (the
@@ -247,7 +247,7 @@ class GpuFusedBincount(GpuBincount):
     def _device_function(self, sop, variables, first: int, fname: str, tag: str):
         """The generated device functions of a scalar graph whose inputs are
         the fused parameters ``first ...``: ``fname(f, pos)``, its value at
-        ``pos``, and the vector forms (``bincount_cuda_device.cuh``,
+        ``pos``, and the vector forms (``cuda/device_helpers.cuh``,
         ``BC_FUSED_VECTOR``): ``fname_vec``, the values at ``V`` positions
         from vector loads, ``fname_vec_ok`` and ``fname_head``: (lines, support)."""
         args: List[str] = []
@@ -298,7 +298,7 @@ class GpuFusedBincount(GpuBincount):
 
     def kernel_source(self, node) -> Tuple[str, str]:
         """``(name, source)`` of the node's histogram kernel: the generated
-        ``bc_fused_weight`` / ``bc_fused_x`` and ``c_code/bincount_cuda_kernel.cu``."""
+        ``bc_fused_weight`` / ``bc_fused_x`` and ``c_code/cuda/bincount_kernels.cu``."""
         x_ins, _, w_ins = self.split_inputs(node.inputs)
         x_dtype = self.x_dtype(node)
         inc = sources.accumulation(self.out_dtype, self.weighted).inc
@@ -315,8 +315,8 @@ class GpuFusedBincount(GpuBincount):
             support.append(sup)
             defines.append("#define BC_FUSED_FW 1")
         source = "\n".join([
-            '#include "scalar_cuda_preamble.cuh"',
-            '#include "bincount_cuda_device.cuh"',
+            '#include "cuda/scalar_preamble.cuh"',
+            '#include "cuda/device_helpers.cuh"',
             *support,
             "#define BC_FUSED_NAME BC_FUSED_NAME_HERE",
             f"#define BC_FUSED_X {sources.DTYPES[x_dtype][1]}",

@@ -3,7 +3,7 @@
 The :class:`~aesara_bincount_core.gpu.twin.GpuTwin` of Aesara's
 ``AdvancedSubtensor1``.  The indices are checked by the index-check kernel of
 the scatter-add of rows (``scatter_rows_check_<idx>``, launched with the
-"check only" flag of ``c_code/scatter_add_cuda_launch.h`` through
+"check only" flag of ``c_code/cuda_host/scatter_add_launch.h`` through
 :func:`aesara_bincount_core.cuda.launcher.scatter_rows`), so that the gather
 and :class:`~aesara_bincount_core.gpu.scatter_add.GpuScatterAdd` accept the
 same indices and raise the same ``IndexError``; the rows are then taken with
@@ -60,6 +60,12 @@ class GpuAdvancedSubtensor1(GpuTwin):
     Parameters
     ----------
     host_op : aesara.tensor.subtensor.AdvancedSubtensor1
+    checked : bool, optional
+        ``idx`` is already checked: int64 rows in ``[0, V)`` that a
+        :class:`~aesara_bincount_core.gpu.index_check.GpuIndexCheck` gave
+        (the lifting pass builds the gather so, and the call reads the
+        check's status when it ends); the gather then only takes the rows,
+        with no wait.
 
     Notes
     -----
@@ -67,7 +73,8 @@ class GpuAdvancedSubtensor1(GpuTwin):
     ``idx`` of shape ``(N,)`` (int8 ... uint64, any stride; a negative index
     wraps once, as in NumPy).  Output: a new C-contiguous GPU array of shape
     ``(N, *rest)``.  Waits once for CuPy's current stream (the index check,
-    see :func:`check_rows`); the copy of the rows is queued and not waited for.
+    see :func:`check_rows`), unless ``checked``; the copy of the rows is
+    queued and not waited for.
 
     Raises
     ------
@@ -78,11 +85,24 @@ class GpuAdvancedSubtensor1(GpuTwin):
         When the function is compiled without a usable GPU.
     """
 
+    __props__ = ("host_op", "checked")
     gpu_inputs = (0, 1)
     cpu_verb = "gather"
+    #: For Ops pickled before the prop existed.
+    checked = False
+
+    def __init__(self, host_op, checked: bool = False):
+        super().__init__(host_op)
+        self.checked = bool(checked)
+
+    def __str__(self):
+        return "GpuAdvancedSubtensor1{checked}" if self.checked else "GpuAdvancedSubtensor1"
 
     def perform(self, node, inputs, output_storage, params=None):
         x, idx = inputs
+        if self.checked:
+            output_storage[0][0] = x.take(idx, axis=0)
+            return
         check_rows(idx, x.shape[0])
         if idx.dtype.name == "uint64":
             idx = idx.astype("int64")  # every entry is below x.shape[0] now

@@ -44,7 +44,7 @@ class GpuBincount(GpuCFileOp):
         ``aesara.config.deterministic`` when the Op is made (the rewrite
         makes it when the function is compiled), by default.  ``"more"``:
         float weights are summed in an order fixed by the device and the
-        sizes alone (``c_code/bincount_cuda_det.cuh``), so that every call
+        sizes alone (``c_code/cuda/bincount_det.cuh``), so that every call
         returns the same bits; integer results are exact either way.  Shown
         by ``dprint`` when ``"more"``; part of the cache key.
     to_host : bool, optional
@@ -65,8 +65,8 @@ class GpuBincount(GpuCFileOp):
 
     Output: GPU ``(n_bins,)`` of ``out_dtype`` (host with ``to_host``).
 
-    The C implementation (``c_code/bincount_cuda_host.c``) runs the one
-    launcher of the kernels (``c_code/bincount_cuda_launch.h``, which the
+    The C implementation (``c_code/cuda_host/gpu_bincount_op.c``) runs the one
+    launcher of the kernels (``c_code/cuda_host/bincount_launch.h``, which the
     stand-alone kernel layer :func:`~aesara_bincount_core.cuda.kernels.bincount_cupy`
     runs too) through the CUDA driver API, loaded at run time, on CuPy's
     current stream.  It waits for the stream once per call (the output's
@@ -114,17 +114,17 @@ class GpuBincount(GpuCFileOp):
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
-        "bincount_common.h",
-        "bincount_cuda.h",
-        "bincount_cuda_driver.h",
-        "bincount_cuda_launch.h",
-        "bincount_cuda_host_result.h",
-        "bincount_cuda_det.h",
-        "bincount_cuda_det_launch.h",
-        "gpuarray_helper.h",
-        "cuda_host_cupy.h",
-        "cuda_host_staging.h",
-        "bincount_cuda_host.c",
+        "common/host_helpers.h",
+        "cuda/kernel_defs.h",
+        "cuda_host/driver.h",
+        "cuda_host/bincount_launch.h",
+        "cuda_host/bincount_to_host.h",
+        "cuda/bincount_det_defs.h",
+        "cuda_host/bincount_det_launch.h",
+        "cuda_host/gpuarray_type.h",
+        "cuda_host/cupy_callbacks.h",
+        "cuda_host/staging.h",
+        "cuda_host/gpu_bincount_op.c",
     )
     c_function = "gpu_bincount"
     cpu_verb = "count"

@@ -1,4 +1,7 @@
 """The :class:`GpuScatterAdd` Op: the scatter-add of rows on an NVIDIA GPU."""
+from aesara.gradient import DisconnectedType
+from aesara.graph.basic import Apply
+
 from aesara_bincount_core.cuda import sources
 from aesara_bincount_core.gpu.c_file_op import GpuCFileOp, check_deterministic
 from aesara_bincount_core.gpu.op import _as_gpu
@@ -33,10 +36,17 @@ class GpuScatterAdd(GpuCFileOp):
         ``aesara.config.deterministic`` when the Op is made (when the
         function is compiled), by default.  ``"more"``: float rows are added
         in index order, each add rounded in the output dtype
-        (``c_code/scatter_add_cuda_det.cuh``), so every call returns the
+        (``c_code/cuda/scatter_add_det.cuh``), so every call returns the
         bits of :func:`numpy.add.at`; slower, above all for hot rows (the
         semantics page gives the cost).  Shown by ``dprint`` when
         ``"more"``; part of the cache key.
+    call_status : bool, optional
+        ``idx`` holds int64 rows already checked on the device
+        (:class:`~aesara_bincount_core.gpu.index_check.GpuIndexCheck`), and
+        the Op takes the call's status (:mod:`~aesara_bincount_core.gpu.call_status`)
+        as a fourth input: the kernels read it and add nothing when a check
+        of the call failed, and the Op does not wait (the call reads its
+        status once, when it ends).  Set by the lifting pass.
 
     Notes
     -----
@@ -46,13 +56,15 @@ class GpuScatterAdd(GpuCFileOp):
     runs), ``idx`` (GPU ``(N,)``, int8 ... uint64, any stride).  Output: GPU
     ``(V, *rest)``, C-contiguous unless it is the base itself.
 
-    The C implementation (``c_code/scatter_add_cuda_host.c``) runs the one
-    launcher of the rows kernels (``c_code/scatter_add_cuda_launch.h``, which
+    The C implementation (``c_code/cuda_host/gpu_scatter_add_op.c``) runs the one
+    launcher of the rows kernels (``c_code/cuda_host/scatter_add_launch.h``, which
     the kernel layer's :func:`~aesara_bincount_core.cuda.kernels.scatter_add_cupy`
     runs too) on CuPy's current stream: a kernel checks every index, the call
     waits once for its status (with the GIL released), and only then is the
     adding kernel queued, so a bad index leaves an in-place base unchanged;
-    the call returns without waiting for the adds.
+    the call returns without waiting for the adds.  With ``call_status`` it
+    does not wait at all: the indices were checked before, and the adding
+    kernel reads the call's status on the device.
 
     Layouts: the kernels need the elements of each row of the output and of
     the increments C-contiguous (any stride between rows; increments may also
@@ -62,7 +74,7 @@ class GpuScatterAdd(GpuCFileOp):
     back after the indices are checked (the time then follows the size of the
     base).  The algorithm (a warp per row for rows of 32 elements or more,
     running sums for runs of equal indices, atomics) is described in
-    ``c_code/scatter_add_cuda_kernel.cu``.
+    ``c_code/cuda/scatter_add_kernels.cu``.
 
     Integer sums are exact and wrap modulo ``2**bits``; float32 subnormals are
     kept.  Float sums are added with atomics in an order that varies between
@@ -88,22 +100,24 @@ class GpuScatterAdd(GpuCFileOp):
     the base), slow and meant for the Python linker only.
     """
 
-    __props__ = ("onto", "inplace", "deterministic")
+    __props__ = ("onto", "inplace", "deterministic", "call_status")
+    #: For Ops pickled before the prop existed.
+    call_status = False
     __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
     c_sources = (
-        "bincount_common.h",
-        "scatter_add_common.h",
-        "bincount_cuda.h",
-        "bincount_cuda_driver.h",
-        "bincount_cuda_launch.h",
-        "bincount_cuda_det.h",
-        "scatter_add_cuda_det.h",
-        "scatter_add_cuda_launch.h",
-        "gpuarray_helper.h",
-        "cuda_host_cupy.h",
-        "scatter_add_cuda_host.c",
+        "common/host_helpers.h",
+        "common/scatter_checks.h",
+        "cuda/kernel_defs.h",
+        "cuda_host/driver.h",
+        "cuda_host/bincount_launch.h",
+        "cuda/bincount_det_defs.h",
+        "cuda/scatter_add_det_defs.h",
+        "cuda_host/scatter_add_launch.h",
+        "cuda_host/gpuarray_type.h",
+        "cuda_host/cupy_callbacks.h",
+        "cuda_host/gpu_scatter_add_op.c",
     )
     c_function = "gpu_scatter_add"
     cpu_verb = "add"
@@ -111,16 +125,21 @@ class GpuScatterAdd(GpuCFileOp):
     #: Bump by hand only for changes outside the C/CUDA files (which are hashed).
     version = 1
 
-    def __init__(self, onto: str = "base", inplace: bool = False, deterministic=None):
+    def __init__(self, onto: str = "base", inplace: bool = False, deterministic=None,
+                 call_status: bool = False):  # fmt: skip
         self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
         self.deterministic = check_deterministic(type(self).__name__, deterministic)
+        self.call_status = bool(call_status)
+        if self.call_status:
+            self._cop_num_inputs = 4
         if self.inplace:
             self.destroy_map = {0: [0]}
         GpuCFileOp.__init__(self)
 
     def clone_inplace(self) -> "GpuScatterAdd":
         """The same Op, adding into its base in place."""
-        return type(self)(onto=self.onto, inplace=True, deterministic=self.deterministic)
+        return type(self)(onto=self.onto, inplace=True, deterministic=self.deterministic,
+                          call_status=self.call_status)  # fmt: skip
 
     def c_flags(self, node):
         idx_dtype = node.inputs[2].type.dtype
@@ -134,6 +153,7 @@ class GpuScatterAdd(GpuCFileOp):
             "SA_CHECK_KERNEL": f'"{check}"',
             "SA_ADD_KERNEL": f'"{add}"',
             "SA_ADD_DET": int(add.startswith("scatter_rows_det_")),
+            "SA_CALL_STATUS": int(self.call_status),
         }
 
     # -- graph -------------------------------------------------------------
@@ -141,12 +161,19 @@ class GpuScatterAdd(GpuCFileOp):
     # GPU output; the shape of a zero-filled base stays on the host.
     as_array = staticmethod(_as_gpu)
     output_type = GpuArrayType
-    make_node = ScatterAdd.make_node
+
+    def make_node(self, base, increments, idx, *status):
+        if len(status) != int(self.call_status):
+            raise TypeError(f"GpuScatterAdd: the call's status is {'' if self.call_status else 'not '}an input")
+        node = ScatterAdd.make_node(self, base, increments, idx)
+        if status and (not isinstance(idx.type, GpuArrayType) or idx.type.dtype != "int64"):
+            raise TypeError("GpuScatterAdd: with the call's status, idx must be checked GPU int64 rows")
+        return Apply(self, node.inputs + list(status), [o.type() for o in node.outputs])
 
     def perform(self, node, inputs, output_storage, params=None):
         # The reference, on host copies (see the class docstring).
         cp = cupy_module()
-        base, increments, idx = inputs
+        base, increments, idx = inputs[:3]
         host_base = base if self.onto == "zeros" else cp.asnumpy(base)
         out = reference_scatter_add(
             host_base, cp.asnumpy(increments), cp.asnumpy(idx), onto=self.onto
@@ -161,11 +188,14 @@ class GpuScatterAdd(GpuCFileOp):
         return False  # GPU values are not folded into the graph
 
     infer_shape = ScatterAdd.infer_shape
-    connection_pattern = ScatterAdd.connection_pattern
+
+    def connection_pattern(self, node):
+        return ScatterAdd.connection_pattern(self, node) + [[False]] * int(self.call_status)
 
     def L_op(self, inputs, outputs, output_grads):
         # ScatterAdd's gradient, computed on the host; GPU inputs get theirs back.
-        grads = ScatterAdd.L_op(self, inputs, outputs, output_grads)
+        grads = ScatterAdd.L_op(self, inputs[:3], outputs, output_grads)
+        grads += [DisconnectedType()()] * int(self.call_status)
         for k in (0, 1):
             if isinstance(inputs[k].type, GpuArrayType) and not isinstance(grads[k].type, GpuArrayType):
                 grads[k] = _as_gpu(grads[k])

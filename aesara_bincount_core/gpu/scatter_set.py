@@ -3,11 +3,14 @@
 The GPU twin of :class:`~aesara_bincount_core.scatter_set.ScatterSet`: the
 rows are checked by the index-check kernel of the scatter-add of rows
 (:func:`~aesara_bincount_core.gpu.gather.check_rows`), then the two kernels
-of ``c_code/scatter_set_cuda_kernel.cu`` write them, the last one in index
+of ``c_code/cuda/scatter_set_kernels.cu`` write them, the last one in index
 order winning.  The rewrite is
 :func:`aesara_bincount.gpu.rewriting.local_gpu_scatter_set`.
 """
 import ctypes
+
+from aesara.gradient import DisconnectedType
+from aesara.graph.basic import Apply
 
 from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import modules
@@ -22,7 +25,7 @@ __all__ = ["GpuScatterSet"]
 
 
 class _SetParams(ctypes.Structure):
-    # bc_set_params of c_code/scatter_set_cuda_kernel.cu, field for field.
+    # bc_set_params of c_code/cuda/scatter_set_kernels.cu, field for field.
     _fields_ = [
         ("rows", ctypes.c_ulonglong),
         ("last", ctypes.c_ulonglong),
@@ -58,6 +61,14 @@ class GpuScatterSet(GpuTwin):
         The CPU Op it stands for; ``host_op.inplace`` makes this Op write
         into its base (``destroy_map = {0: [0]}``), the update of a GPU
         shared variable with no copy of it.
+    call_status : bool, optional
+        The rows are already checked on the device (int64 rows in
+        ``[0, V)`` from :class:`~aesara_bincount_core.gpu.index_check.GpuIndexCheck`)
+        and the call's status (:mod:`~aesara_bincount_core.gpu.call_status`)
+        is a fourth input: no check and no wait here; in place, once a check
+        of the call failed, the Op writes the base's own rows back (the
+        values are chosen on the device), so the base keeps its value.  Set
+        by the lifting pass.
 
     Notes
     -----
@@ -68,7 +79,7 @@ class GpuScatterSet(GpuTwin):
     negative row wrapping once.  Output: GPU ``(V, *rest)``, C-contiguous
     unless it is the base itself.
 
-    Algorithm (``c_code/scatter_set_cuda_kernel.cu``): after the check, a
+    Algorithm (``c_code/cuda/scatter_set_kernels.cu``): after the check, a
     first kernel stores for each row of the output one plus the largest
     position that names it (``atomicMax`` on a zero-filled int64 scratch of
     ``V`` words); a second copies row ``i`` of the values only where ``i``
@@ -78,8 +89,8 @@ class GpuScatterSet(GpuTwin):
     in-place base whose rows are not C-contiguous is written through a
     C-contiguous copy, copied back.
 
-    Waits once for CuPy's current stream (the check's status); the writes
-    are queued and not waited for.
+    Waits once for CuPy's current stream (the check's status), unless
+    ``call_status``; the writes are queued and not waited for.
 
     Raises
     ------
@@ -94,13 +105,29 @@ class GpuScatterSet(GpuTwin):
         When the function is compiled without a usable GPU.
     """
 
+    __props__ = ("host_op", "call_status")
     gpu_inputs = (0, 1, 2)
     cpu_verb = "set"
+    #: For Ops pickled before the prop existed.
+    call_status = False
 
-    def __init__(self, host_op: ScatterSet):
+    def __init__(self, host_op: ScatterSet, call_status: bool = False):
         super().__init__(host_op)
+        self.call_status = bool(call_status)
         if host_op.inplace:
             self.destroy_map = {0: [0]}
+
+    def __str__(self):
+        return f"GpuScatterSet{{inplace={self.inplace}{', call_status' if self.call_status else ''}}}"
+
+    def make_node(self, base, values, rows, *status):
+        if len(status) != int(self.call_status):
+            raise TypeError(f"GpuScatterSet: the call's status is {'' if self.call_status else 'not '}an input")
+        node = super().make_node(base, values, rows)
+        return Apply(self, node.inputs + list(status), [o.type() for o in node.outputs])
+
+    def infer_shape(self, fgraph, node, shapes):
+        return self.host_op.infer_shape(fgraph, node, shapes[:3])
 
     @property
     def inplace(self) -> bool:
@@ -109,17 +136,22 @@ class GpuScatterSet(GpuTwin):
 
     def clone_inplace(self) -> "GpuScatterSet":
         """The same Op, writing into its base in place."""
-        return type(self)(self.host_op.clone_inplace())
+        return type(self)(self.host_op.clone_inplace(), self.call_status)
 
     def connection_pattern(self, node):
-        return self.host_op.connection_pattern(node)
+        return self.host_op.connection_pattern(node) + [[False]] * int(self.call_status)
+
+    def L_op(self, inputs, outputs, output_grads):
+        grads = self.host_op.L_op(inputs[:3], outputs, output_grads)
+        return list(grads) + [DisconnectedType()()] * int(self.call_status)
 
     def perform(self, node, inputs, output_storage, params=None):
         cp = cupy_module()
-        base, values, rows = inputs
+        base, values, rows = inputs[:3]
         nrows, rest = base.shape[0], base.shape[1:]
         target = (rows.shape[0],) + rest
-        check_rows(rows, nrows, "scatter-set")
+        if not self.call_status:
+            check_rows(rows, nrows, "scatter-set")
         _check_rows_broadcast(values, target)
         out = base if self.inplace else base.copy()
         work = out if _rows_contiguous(out) else out.copy()
@@ -129,6 +161,9 @@ class GpuScatterSet(GpuTwin):
         if rows.shape[0] and row_elems and nrows:
             flat_values = cp.empty(target, dtype=base.dtype)
             flat_values[...] = values
+            if self.call_status and self.inplace:  # a failed check: the base's own rows
+                failed = inputs[3][1] != 0
+                flat_values = cp.where(failed, work.take(rows, axis=0), flat_values)
             self._launch(cp, work, flat_values, rows if rows.flags.c_contiguous else rows.copy(), nrows, row_elems)
         if work is not out:
             out[...] = work

@@ -30,8 +30,10 @@ import dataclasses
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 from aesara.graph.basic import Apply
 from aesara.tensor.exceptions import ShapeError
+from aesara.tensor.type import TensorType
 
 from aesara_bincount_core.gpu.twin import GpuTwin, as_device_array
 from aesara_bincount_core.gpu.type import GPU_DTYPES
@@ -41,6 +43,7 @@ __all__ = [
     "GpuTableOp",
     "NOTES",
     "TABLE",
+    "entry_checks",
     "gpu_entry",
     "gpu_problem",
     "note",
@@ -83,6 +86,16 @@ class GpuEntry:
     source : bool
         The node makes arrays from host values only (``Alloc``, ``Eye``): it
         is lifted when every user of its outputs is on the GPU.
+    checks : bool or callable
+        The entry checks indices or values on the device (``checks(node)``:
+        for some nodes): its Op takes the call's status (:mod:`.call_status`)
+        as a last input, and its closure gets it as a last argument.
+    host_outputs : tuple of int
+        Outputs that stay host tensors (a shape computed from the inputs' shapes).
+    build : callable or None
+        ``build(node, inputs) -> outputs``: the GPU graph of ``node`` from its
+        inputs (GPU at the positions that are not ``host_inputs``), for an
+        entry whose GPU form is more than one Op (a gather of checked rows).
     """
 
     op_class: type
@@ -97,6 +110,9 @@ class GpuEntry:
     view_map: Optional[dict] = None
     trigger: Optional[Tuple[int, ...]] = None
     source: bool = False
+    checks: object = False
+    host_outputs: Tuple[int, ...] = ()
+    build: Optional[Callable] = None
 
 
 #: The table: host Op class -> GpuEntry (one dispatch, by exact class).
@@ -116,7 +132,8 @@ def _accept_all(node):
 
 
 def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None, accepts=None,
-             twin=None, view_map=None, trigger=None, source=False):  # fmt: skip
+             twin=None, view_map=None, trigger=None, source=False, checks=False, host_outputs=(),
+             build=None):  # fmt: skip
     """Add an entry for ``op_class``; used as a decorator of its funcify (or called with ``twin``).
 
     Parameters
@@ -134,7 +151,7 @@ def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None,
         A GpuTwin class: then no funcify is given and this returns the entry.
     view_map : dict, optional
     trigger : tuple of int, optional
-    source : bool, optional
+    source, checks, host_outputs, build : optional
         See :class:`GpuEntry`.
 
     Returns
@@ -151,7 +168,8 @@ def register(op_class, *, family, cupy, accepts_text, outputs, host_inputs=None,
         host_inputs = lambda node: fixed  # noqa: E731
     fields = dict(op_class=op_class, family=family, cupy=cupy, accepts_text=accepts_text,
                   outputs=outputs, host_inputs=host_inputs, accepts=accepts or _accept_all,
-                  view_map=view_map, trigger=trigger, source=source)  # fmt: skip
+                  view_map=view_map, trigger=trigger, source=source, checks=checks,
+                  host_outputs=tuple(host_outputs), build=build)  # fmt: skip
     if twin is not None:
         entry = TABLE[op_class] = GpuEntry(twin=twin, **fields)
         return entry
@@ -171,6 +189,11 @@ def note(op_name: str, where: str, why: str) -> None:
 def gpu_entry(op) -> Optional[GpuEntry]:
     """The entry of ``op``'s exact class, or None."""
     return TABLE.get(type(op))
+
+
+def entry_checks(entry: GpuEntry, node) -> bool:
+    """Whether ``entry`` checks something of ``node`` on the device (it then takes the call's status)."""
+    return bool(entry.checks(node) if callable(entry.checks) else entry.checks)
 
 
 def _dtypes_problem(node) -> Optional[str]:
@@ -218,11 +241,17 @@ class GpuTableOp(GpuTwin):
     gpu_inputs : tuple of int
         Positions of the inputs that are GPU arrays (the entry's
         ``host_inputs`` are the others).
+    status : bool, optional
+        The call's status is one more input, last, which the closure gets
+        as its last argument (an entry that ``checks``).
 
     Notes
     -----
     Inputs and outputs: those of ``host_op`` (dtypes, static shapes, shape
-    inference), with GPU arrays at ``gpu_inputs`` and for every output.
+    inference), with GPU arrays at ``gpu_inputs`` and for every output but
+    the entry's ``host_outputs``; with ``status``, the call's status
+    (:mod:`.call_status`) is one more input, last, where the closure records
+    what its checks find, without a wait.
     The closure is built once per node (``funcify(host_op, node)``), on its
     first run.  An output whose dtype differs from the host Op's is cast;
     a 0-d result that CuPy gave as a scalar is wrapped.  Unless the entry
@@ -236,11 +265,14 @@ class GpuTableOp(GpuTwin):
     raises (the same exception class), checked by the tests of each entry.
     """
 
-    __props__ = ("host_op", "gpu_inputs")
+    __props__ = ("host_op", "gpu_inputs", "status")
+    #: For Ops pickled before the prop existed.
+    status = False
 
-    def __init__(self, host_op, gpu_inputs: Sequence[int]):
+    def __init__(self, host_op, gpu_inputs: Sequence[int], status: bool = False):
         super().__init__(host_op)
         self.gpu_inputs = tuple(gpu_inputs)
+        self.status = bool(status)
         entry = gpu_entry(host_op)
         if entry is None or entry.funcify is None:
             raise TypeError(f"GpuTableOp: no funcify entry for {type(host_op).__name__}")
@@ -250,9 +282,28 @@ class GpuTableOp(GpuTwin):
     def __str__(self):
         return f"Gpu{self.host_op}"
 
+    @property
+    def _entry(self):
+        return gpu_entry(self.host_op)
+
+    def make_node(self, *inputs):
+        entry = self._entry
+        status = []
+        if self.status:
+            *inputs, last = inputs
+            status = [last]
+        node = super().make_node(*inputs)
+        outputs = [
+            (TensorType if k in entry.host_outputs else type(o.type))(o.type.dtype, shape=o.type.shape)()
+            for k, o in enumerate(node.outputs)
+        ]
+        return Apply(self, node.inputs + status, outputs)
+
     def infer_shape(self, fgraph, node, shapes):
         if not hasattr(self.host_op, "infer_shape"):  # Nonzero: shapes known only when it runs
             raise ShapeError(f"{type(self.host_op).__name__} has no infer_shape")
+        if self.status:
+            shapes = shapes[:-1]
         return self.host_op.infer_shape(fgraph, node, shapes)
 
     def perform(self, node, inputs, output_storage, params=None):
@@ -261,6 +312,9 @@ class GpuTableOp(GpuTwin):
             fn = _CLOSURES[node] = gpu_entry(self.host_op).funcify(self.host_op, node)
         results = fn(*inputs)
         for storage, out, res in zip(output_storage, node.outputs, results):
+            if isinstance(out.type, TensorType):  # a host output
+                storage[0] = np.asarray(res, dtype=out.type.dtype)
+                continue
             res = as_device_array(res)
             if res.dtype != out.type.dtype:
                 res = res.astype(out.type.dtype)

@@ -22,6 +22,7 @@ from aesara.graph.basic import Variable
 from aesara.graph.type import HasDataType, HasShape
 from aesara.link.c.type import CType
 from aesara.tensor.basic import transfer
+from aesara.tensor.shape import specify_shape
 from aesara.tensor.type import TensorType, dtype_specs_map
 
 from aesara_bincount_core import _c_code
@@ -103,7 +104,7 @@ class GpuArrayType(CType, HasDataType, HasShape):
     (kept as they are when dtype and shape fit) and anything NumPy can turn
     into an array (validated on the host like a ``TensorType`` value, then
     copied to the device).  At the C level a value is a ``PyObject *`` (the
-    CuPy array); ``c_code/gpuarray_helper.h`` has the helpers that Ops use
+    CuPy array); ``c_code/cuda_host/gpuarray_type.h`` has the helpers that Ops use
     to read its device pointer, length and strides.
     """
 
@@ -214,7 +215,19 @@ class GpuArrayType(CType, HasDataType, HasShape):
                 return converted
         raise TypeError(f"Cannot convert Type {other.type} (of Variable {other}) into Type {self}.")
 
+    def in_same_class(self, otype) -> bool:
+        """Whether ``otype`` is a GPU type of the same dtype and the same static
+        1s (Aesara's ``TensorType.in_same_class``): what an update of a GPU
+        shared variable, or a ``givens`` replacement, may have."""
+        return (
+            isinstance(otype, GpuArrayType)
+            and otype.dtype == self.dtype
+            and otype.broadcastable == self.broadcastable
+        )
+
     def is_super(self, otype) -> bool:
+        """Whether ``otype`` is this type or a more precise one (each static
+        length equal, or unknown here)."""
         return (
             isinstance(otype, GpuArrayType)
             and otype.dtype == self.dtype
@@ -223,8 +236,18 @@ class GpuArrayType(CType, HasDataType, HasShape):
         )
 
     def convert_variable(self, var):
+        """``var`` as a variable of this type, or None.
+
+        ``var`` itself when its type is as precise (:meth:`is_super`); a GPU
+        variable of a less precise static shape gets it through
+        ``specify_shape`` (checked when the function runs, as Aesara's
+        ``TensorType.convert_variable`` does); a host tensor of the same dtype
+        and number of dimensions is copied to the GPU (``GpuFromHost``).
+        """
         if self.is_super(var.type):
             return var
+        if isinstance(var.type, GpuArrayType) and var.type.dtype == self.dtype and var.type.ndim == self.ndim:
+            var = specify_shape(var, self.shape)  # the host Op, which the lifting puts back on the GPU
         if (
             isinstance(var.type, TensorType)
             and var.type.dtype == self.dtype
@@ -283,13 +306,13 @@ class GpuArrayType(CType, HasDataType, HasShape):
         return f"bc_gpuarray_cleanup(&{name});"
 
     def c_headers(self, **kwargs):
-        return ["gpuarray_helper.h"]
+        return ["cuda_host/gpuarray_type.h"]
 
     def c_header_dirs(self, **kwargs):
         return [_c_code.c_code_dir()]
 
     def c_code_cache_version(self):
-        return (1, _c_code.sources_hash(["gpuarray_helper.h"]))
+        return (1, _c_code.sources_hash(["cuda_host/gpuarray_type.h"]))
 
 
 def host_value(a):

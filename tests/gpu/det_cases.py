@@ -11,7 +11,7 @@ orders of summation give different bits.
 - ``rows``: a float32 scatter-add of rows with a hot row
   (``GpuScatterAdd``);
 - ``many``: a float64-weighted bincount into ``MANY_BINS`` bins, past the
-  window passes (the bucket path of ``bincount_cuda_det_bucket.cuh``), with
+  window passes (the bucket path of ``cuda/bincount_det_bucket.cuh``), with
   a hot window, hot bins and empty windows;
 - ``seed_many``: the seed's loop in float32 (``GpuFusedBincount``) into as
   many bins;
@@ -19,7 +19,7 @@ orders of summation give different bits.
   column tile (160), with two hot rows, half of all indices given negative.
 - ``rows_many``: a float64 scatter-add onto a base of ``MANY_N`` indices
   (hot rows, half given negative), past ``BC_CUDA_ROWS_DET_SORT_MIN``: the
-  bucket pre-pass of ``scatter_add_cuda_det_bucket.cuh``.
+  bucket pre-pass of ``cuda/scatter_add_det_bucket.cuh``.
 
 ``MANY_BINS`` is 12,000 (12 windows of float64, 6 of float32), or the
 environment's ``DET_CASES_MANY_BINS``, read when the module is imported.

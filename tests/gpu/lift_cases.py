@@ -63,3 +63,26 @@ def assert_same(got, expected, float_ulps=64):
     close = np.abs(got.astype(np.float64) - expected) <= float_ulps * np.finfo(expected.dtype).eps * scale
     bad = np.flatnonzero(~(same | (close & (expected != 0))))
     assert bad.size == 0, (got.ravel()[bad[:5]], expected.ravel()[bad[:5]])
+
+
+def waits_and_copies(f, *args):
+    """``(waits, device-to-host copies, host-to-device copies)`` of one call of ``f(*args)``.
+
+    On the emulation: the fake CuPy's and the fake driver's counters (waits:
+    every synchronization; device-to-host: CuPy's and the driver's copies;
+    host-to-device: CuPy's copies of host data).  ``(None, None, None)`` on a
+    real GPU, which has no such counters.
+    """
+    import ctypes
+    import os
+
+    import cupy as cp
+
+    if "h2d" not in getattr(cp, "counters", {}):
+        return None, None, None
+    lib = ctypes.CDLL(os.environ["AESARA_BINCOUNT_LIBCUDA"])
+    lib.fake_cuda_counter.restype = ctypes.c_longlong
+    before = cp.counters["sync"], cp.counters["d2h"] + lib.fake_cuda_counter(2), cp.counters["h2d"]
+    f(*args)
+    after = cp.counters["sync"], cp.counters["d2h"] + lib.fake_cuda_counter(2), cp.counters["h2d"]
+    return tuple(a - b for a, b in zip(after, before))

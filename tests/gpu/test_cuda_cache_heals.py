@@ -62,7 +62,7 @@ def pristine(tmp_path_factory):
 
 
 def images(folder):
-    return sorted(glob.glob(os.path.join(folder, "bincount_cuda_kernel-*.cubin")))
+    return sorted(glob.glob(os.path.join(folder, "bincount_kernels-*.cubin")))
 
 
 def libraries(folder):

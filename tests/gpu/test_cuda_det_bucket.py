@@ -1,6 +1,6 @@
 """The bucket path of ``deterministic="more"`` (issue 31): float-weighted
 bincounts into more than ``BC_CUDA_DET_PASS_MAX_BINS`` bins
-(``c_code/bincount_cuda_det_bucket.cuh``).
+(``c_code/cuda/bincount_det_bucket.cuh``).
 
 Through ``aesara.function`` on GPU shared variables: results against
 ``numpy.bincount`` within the float tolerance (several windows, a hot window
@@ -39,7 +39,7 @@ from test_cuda_deterministic import compile_more, ops, run_cases  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 RNG = np.random.default_rng(3131)
-DET = sources.header_constants("bincount_cuda_det.h", "BC_CUDA_DET_")
+DET = sources.header_constants("cuda/bincount_det_defs.h", "BC_CUDA_DET_")
 PASS_MAX = DET["PASS_MAX_BINS"]
 
 

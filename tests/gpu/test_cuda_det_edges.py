@@ -47,11 +47,11 @@ from test_cuda_deterministic import (  # noqa: E402
     assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values, ops, run_cases)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
-DET = sources.header_constants("bincount_cuda_det.h", "BC_CUDA_DET_")
+DET = sources.header_constants("cuda/bincount_det_defs.h", "BC_CUDA_DET_")
 PASS_MAX = DET["PASS_MAX_BINS"]
 WINDOW = {"float64": DET["WINDOW_BYTES"] // 8, "float32": DET["WINDOW_BYTES"] // 4}
-SORT_MIN = sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_DET_")["SORT_MIN"]
-TILE_COLUMNS = 32 * sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_")["TILE"]
+SORT_MIN = sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_DET_")["SORT_MIN"]
+TILE_COLUMNS = 32 * sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_")["TILE"]
 
 
 def host(v):

@@ -2,7 +2,7 @@
 ``deterministic="more"`` with more than ``BC_CUDA_ROWS_DET_SORT_MIN``
 indices times column tiles, where the positions of idx are first sorted,
 stably, by the block that owns their row
-(``c_code/scatter_add_cuda_det_bucket.cuh``).
+(``c_code/cuda/scatter_add_det_bucket.cuh``).
 
 Through ``aesara.function`` on GPU shared variables: np.add.at's bits (each
 row gets its increments in index order, each add rounded in the output
@@ -36,8 +36,8 @@ from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
 from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_case, compile_more, edge_values  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
-SORT_MIN = sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_DET_")["SORT_MIN"]
-TILE_COLUMNS = 32 * sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_")["TILE"]
+SORT_MIN = sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_DET_")["SORT_MIN"]
+TILE_COLUMNS = 32 * sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_")["TILE"]
 
 
 def column_tiles(width):

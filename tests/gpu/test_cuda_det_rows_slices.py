@@ -2,10 +2,10 @@
 ``BC_CUDA_ROWS_DET_SORT_MIN``, a block whose bucket holds at least
 ``BC_CUDA_ROWS_DET_HOT_MIN`` entries and more than ``HOT_SHARE`` times the
 mean (a hot row's) has its columns cut into slices (``bc_rows_det_slices``,
-``c_code/scatter_add_cuda_det.h``), each added by a block of its own; a
+``c_code/cuda/scatter_add_det_defs.h``), each added by a block of its own; a
 slice or a row of at most 32 bytes is added from a stream of rounds whose
 next round loads while this one is added (``det_bucket_streamed``,
-``c_code/scatter_add_cuda_det_bucket.cuh``).
+``c_code/cuda/scatter_add_det_bucket.cuh``).
 
 Through ``aesara.function`` on GPU shared variables: np.add.at's bits onto
 zeros, onto a base and in place, for hot rows first, last and in pairs,
@@ -40,8 +40,8 @@ from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
 from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_case, compile_more, edge_values  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
-DET = sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_DET_")
-THREADS = sources.header_constants("bincount_cuda.h", "BC_CUDA_")["THREADS"]
+DET = sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_DET_")
+THREADS = sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_")["THREADS"]
 SORT_MIN = DET["SORT_MIN"]
 
 

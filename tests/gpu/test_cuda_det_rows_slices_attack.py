@@ -1,8 +1,8 @@
 """Attacks on the hot buckets' column slices and the streamed adds of the
 deterministic scatter-add of rows (issue 31, ``bc_rows_det_slices``,
 ``rows_det`` and ``det_bucket_streamed`` of
-``c_code/scatter_add_cuda_det_bucket.cuh``, ``det_add_lean`` of
-``c_code/scatter_add_cuda_det.cuh``), part one; part two, which takes its
+``c_code/cuda/scatter_add_det_bucket.cuh``, ``det_add_lean`` of
+``c_code/cuda/scatter_add_det.cuh``), part one; part two, which takes its
 helpers from here, is ``test_cuda_det_rows_slices_edges.py``.
 
 Every case is past ``BC_CUDA_ROWS_DET_SORT_MIN`` (the bucket pre-pass) and
@@ -47,9 +47,9 @@ from aesara_bincount_core.gpu.transfer import gpu_from_host  # noqa: E402
 from test_cuda_deterministic import assert_np_add_at_bits, assert_rows_bits, compile_more, edge_values  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
-DET = sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_DET_")
+DET = sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_DET_")
 SORT_MIN = DET["SORT_MIN"]
-TILE_COLUMNS = 32 * sources.header_constants("bincount_cuda.h", "BC_CUDA_ROWS_")["TILE"]
+TILE_COLUMNS = 32 * sources.header_constants("cuda/kernel_defs.h", "BC_CUDA_ROWS_")["TILE"]
 OWNERS = 4  # the emulation's blocks that own rows (2 multiprocessors)
 
 

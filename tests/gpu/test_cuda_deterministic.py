@@ -2,9 +2,9 @@
 
 Through ``aesara.function`` on GPU shared variables: under ``"more"`` at
 compile time, ``GpuBincount`` and ``GpuFusedBincount`` sum float weights
-with the deterministic kernels (``c_code/bincount_cuda_det.cuh``) and
+with the deterministic kernels (``c_code/cuda/bincount_det.cuh``) and
 ``GpuScatterAdd`` adds float rows in index order
-(``c_code/scatter_add_cuda_det.cuh``).  Checked here: the bits of the
+(``c_code/cuda/scatter_add_det.cuh``).  Checked here: the bits of the
 float sums of ``det_cases.py`` differ from call to call in the default mode
 and are identical under ``"more"``, across calls and across processes with
 another thread count of the emulation (FAKE_CUDA_RUNNERS), another

@@ -235,3 +235,65 @@ def test_two_threads_at_once_share_no_staging_and_leak_none():
             np.testing.assert_array_equal(results[i], np.bincount(x))
         live.append(lib.fake_cuda_counter(10))
     assert live[0] == live[-1], live
+
+
+# -- the deterministic sum (issue 40): one wait per call too ------------------------
+
+
+def _det_pair(x, v):
+    """The seed's loop under deterministic="more" with its result to the host
+    (one wait) and on the GPU (the device path), on the same shared data;
+    and the shared variables."""
+    gx, gv = gpu.shared(cupy().asarray(x)), gpu.shared(cupy().asarray(v))
+    theta = at.dscalar("theta")
+    out = bincount(gx, weights=at.exp(-theta * gv))
+    with aesara.config.change_flags(deterministic="more"):
+        return aesara.function([theta], out), aesara.function([theta], gpu.gpu_from_host(out)), gx, gv
+
+
+@needs_emulation
+def test_deterministic_seed_loop_waits_once_launches_twice_allocates_nothing():
+    """The window pass and its finish are queued behind no wait, then one copy
+    of the bins and the status into the kept page-locked staging: per call 1
+    wait, 1 copy, 1 memset (the status), 2 launches, no allocation; the bits
+    those of the device path."""
+    x, v = seed_data()
+    f, on_gpu, _, _ = _det_pair(x, v)
+    assert any("to_host=True" in n and "more" in n for n in op_names(f)), op_names(f)
+    f(0.5)
+    launches = _driver().fake_cuda_counter(0)
+    counts, got = per_call(lambda: f(0.5), calls=2)
+    launches = (_driver().fake_cuda_counter(0) - launches) / 3
+    waits, d2h, cupy_allocs, pinned_allocs, memsets = counts
+    assert (waits, d2h, cupy_allocs, pinned_allocs, memsets) == (1, 1, 0, 0, 1), counts
+    assert launches == 2, launches
+    assert got.tobytes() == cupy().asnumpy(on_gpu(0.5)).tobytes()
+    np.testing.assert_allclose(got, np.bincount(x, np.exp(-0.5 * v)), rtol=1e-12)
+
+
+@needs_emulation
+def test_deterministic_windows_longer_outputs_and_the_bucket_path_keep_the_bits():
+    """More bins than one window (the emulated device's window is 1,816
+    float64 bins, as an H100's: two passes and two finishes before the one
+    wait), values past the guessed length (that call waits once in vain,
+    then redoes the sum on the device path, which waits for the length and
+    for the copy; later calls wait once) and more than 4,096 bins (the
+    bucket path: the device path, two waits): the device path's bits each
+    time, and NumPy's sums."""
+    cp, lib = cupy(), _driver()
+    x, v = seed_data(n=6000, bins=3000)
+    f, on_gpu, gx, gv = _det_pair(x, v)
+    f(0.5)
+    for top, waits in ((3000, (1, 1)), (3600, (3, 1)), (9000, (3, 2))):
+        xs = x * top // 3000
+        xs[-1] = top - 1
+        gx.set_value(cp.asarray(xs))
+        first = activity()[0]
+        got = f(0.5)
+        second, launches = activity()[0], lib.fake_cuda_counter(0)
+        f(0.5)
+        assert (second - first, activity()[0] - second) == waits, (top, waits)
+        if top == 3000:
+            assert lib.fake_cuda_counter(0) - launches == 4  # a pass and a finish per window
+        assert got.shape == (top,) and got.tobytes() == cp.asnumpy(on_gpu(0.5)).tobytes(), top
+        np.testing.assert_allclose(got, np.bincount(xs, np.exp(-0.5 * v)), rtol=1e-12)

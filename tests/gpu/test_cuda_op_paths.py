@@ -1,7 +1,7 @@
 """Every path of the GPU launcher, through ``aesara.function``, and the faults of issue 10.
 
-The host code of GpuBincount (``c_code/bincount_cuda_host.c`` and the one
-launcher, ``c_code/bincount_cuda_launch.h``) is driven through compiled
+The host code of GpuBincount (``c_code/cuda_host/gpu_bincount_op.c`` and the one
+launcher, ``c_code/cuda_host/bincount_launch.h``) is driven through compiled
 Aesara functions for every dtype of x, with counts and with weights: first
 pass only, second pass, finish kernel, compact copy, the result as a view of
 the buffer, empty x, and each error.  Which path a call took is read off the

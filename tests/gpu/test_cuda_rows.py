@@ -1,7 +1,7 @@
 """GpuScatterAdd, the scatter-add of rows on the GPU, through ``aesara.function``.
 
-Every branch of its host code (``c_code/scatter_add_cuda_host.c``) and of
-its launcher (``c_code/scatter_add_cuda_launch.h``): the three forms (onto
+Every branch of its host code (``c_code/cuda_host/gpu_scatter_add_op.c``) and of
+its launcher (``c_code/cuda_host/scatter_add_launch.h``): the three forms (onto
 zeros, onto a copy of the base, in place), the layouts of the output and of
 the increments (used as they are, or copied), empty inputs, every error
 (which leaves the shared variables as they were) and failed driver calls;

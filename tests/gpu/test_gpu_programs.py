@@ -18,7 +18,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from gpu_cases import AVAILABLE, WHY  # noqa: E402
+from gpu_cases import AVAILABLE, EMULATED, WHY  # noqa: E402
 
 aesara = pytest.importorskip("aesara")
 
@@ -27,7 +27,7 @@ from aesara.tensor.extra_ops import fill_diagonal  # noqa: E402
 
 from aesara_bincount import gpu  # noqa: E402
 from aesara_bincount.__main__ import main  # noqa: E402
-from lift_cases import CPU_MODE, assert_same, inner_transfers, op_names  # noqa: E402
+from lift_cases import CPU_MODE, assert_same, inner_transfers, op_names, waits_and_copies  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not AVAILABLE, reason=f"no GPU: {WHY}")]
 
@@ -60,6 +60,11 @@ def test_program_has_no_transfer_inside_and_gives_the_cpu_values(name):
     buf = io.StringIO()
     assert gpu.report(f, file=buf) == []
     assert "0 transfer(s)" in buf.getvalue()
+    if name == "mlp step" and EMULATED:  # issue 39: one wait per call, no copy inside
+        assert waits_and_copies(f, *args) == (1, 1, 0)  # the first call of each
+        assert waits_and_copies(f, *args) == (1, 1, 0)
+        ref(*args)
+        ref(*args)
     for _ in range(3):
         for got, expected in zip(f(*args), ref(*args)):
             assert_same(got, expected, float_ulps=4096)

@@ -22,6 +22,7 @@ aesara = pytest.importorskip("aesara")
 import aesara.tensor as at  # noqa: E402
 from aesara.tensor import blas, nnet  # noqa: E402
 from aesara.tensor.extra_ops import cumprod, cumsum, repeat, searchsorted  # noqa: E402
+from aesara.tensor.shape import unbroadcast  # noqa: E402
 
 from aesara_bincount import gpu  # noqa: E402
 from aesara_bincount_core.gpu.type import host_value  # noqa: E402
@@ -346,6 +347,12 @@ def test_specify_shape_is_the_array_itself_checked_on_the_host():
         with pytest.raises(AssertionError, match=r"SpecifyShape: .*4.*expected \(?3"):
             call(3)
     assert_same(f(4), ref(4))
+
+
+def test_unbroadcast_is_the_array_itself():
+    # issue 39: scan puts an Unbroadcast on the initial state of a loop
+    X = gpu.shared(_floats((1, 3), "float32"), shape=(1, None))
+    check([], [unbroadcast(X, 0) * 2, unbroadcast(X.T, 1).sum(axis=0)], {"Unbroadcast"})
 
 
 def test_clip_runs_as_a_gpu_elemwise():

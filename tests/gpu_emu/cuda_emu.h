@@ -545,7 +545,7 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
 #define blockDim (emu::self.block_dim)
 #define gridDim (emu::self.grid_dim)
 
-/* Shared memory hook of bincount_cuda_kernel.cu. */
+/* Shared memory hook of cuda/bincount_kernels.cu. */
 #define BC_DYNAMIC_SHARED 1
 namespace bc {
 inline unsigned long long *dynamic_shared()

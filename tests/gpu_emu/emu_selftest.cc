@@ -20,11 +20,11 @@
  *
  * Test code only (C++20, g++).  Neighbours: cuda_emu.h (what it checks),
  * fake_libcuda.cc (the driver that launches the real kernels with it),
- * c_code/bincount_cuda_device.cuh (the warp helpers of the "peers" case).
+ * c_code/cuda/device_helpers.cuh (the warp helpers of the "peers" case).
  */
 #include "cuda_emu.h"
 
-#include "bincount_cuda_device.cuh"
+#include "cuda/device_helpers.cuh"
 
 #include <cstring>
 #include <mutex>

@@ -1,11 +1,11 @@
 /*
  * fake_libcuda.cc -- a stand-in for libcuda.so.1 that runs the kernels of
- * c_code/bincount_cuda_kernel.cu (histograms) and c_code/scatter_add_cuda_kernel.cu (rows)
+ * c_code/cuda/bincount_kernels.cu (histograms) and c_code/cuda/scatter_add_kernels.cu (rows)
  * on CPU threads (cuda_emu.h), for the test-suite on machines without a GPU.
  *
  * It implements the driver API calls that aesara_bincount makes (through
  * ctypes in aesara_bincount_core/cuda/driver.py and through dlopen in
- * c_code/bincount_cuda_driver.h), with "device pointers" that are host
+ * c_code/cuda_host/driver.h), with "device pointers" that are host
  * pointers (the fake CuPy of tests/gpu_emu/fakecupy allocates NumPy memory).
  * It checks what the real driver checks that matters here: block shape,
  * dynamic shared memory against the function's limit, module images that
@@ -66,9 +66,10 @@
 #include "cuda_emu.h"
 #include "emu_stream.h"
 
-#include "bincount_cuda_kernel.cu"
-#include "scatter_add_cuda_kernel.cu"
-#include "scatter_set_cuda_kernel.cu"
+#include "cuda/bincount_kernels.cu"
+#include "cuda/scatter_add_kernels.cu"
+#include "cuda/scatter_set_kernels.cu"
+#include "cuda/call_check_kernels.cu"
 
 #include <chrono>
 #include <condition_variable>
@@ -101,7 +102,7 @@ struct kernel_entry {
     const char *name;
     void *fn;
     int finish; /* 0: bc_hist_params, 1: bc_finish_params, 2: bc_rows_params,
-                   3: bc_det_finish_params, 4: bc_set_params */
+                   3: bc_det_finish_params, 4: bc_set_params, 5: bc_check_params */
 };
 
 /* Bytes of the dtype whose short name (i8 ... f64) ends the kernel name
@@ -143,6 +144,10 @@ const kernel_entry kernels[] = {
     {"scatter_set_rows_w2", (void *)&scatter_set_rows_w2, 4},
     {"scatter_set_rows_w4", (void *)&scatter_set_rows_w4, 4},
     {"scatter_set_rows_w8", (void *)&scatter_set_rows_w8, 4},
+#define C(XN) {"call_check_" #XN, (void *)&call_check_##XN, 5}, \
+              {"call_check_record_" #XN, (void *)&call_check_record_##XN, 5},
+    C(i8) C(i16) C(i32) C(i64) C(u8) C(u16) C(u32) C(u64)
+#undef C
 };
 #undef H
 #undef D
@@ -867,7 +872,9 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     if (skip_kernels())
         return OK;
-    if (k->finish == 4)
+    if (k->finish == 5)
+        run_kernel((void (*)(bc_check_params))k->fn, *(const bc_check_params *)params[0], gx, bx, shared);
+    else if (k->finish == 4)
         run_kernel((void (*)(bc_set_params))k->fn, *(const bc_set_params *)params[0], gx, bx, shared);
     else if (k->finish == 2)
         run_kernel((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx, shared);

@@ -1,7 +1,7 @@
 /*
  * generated_emu.cc -- wraps one generated CUDA source (a GpuElemwise kernel,
- * c_code/elemwise_cuda_kernel.cu with the scalar code of one node, or a
- * fused histogram kernel of GpuFusedBincount, c_code/bincount_cuda_kernel.cu
+ * c_code/cuda/elemwise_kernel.cu with the scalar code of one node, or a
+ * fused histogram kernel of GpuFusedBincount, c_code/cuda/bincount_kernels.cu
  * with the generated bc_fused_weight) for the
  * emulation: fake_libcuda.cc compiles it with the host compiler, with
  * -DBC_EMU_SOURCE=<path of the .cu> (the copy the kernel layer keeps in its

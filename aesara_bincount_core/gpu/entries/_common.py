@@ -4,9 +4,10 @@ Nothing here registers an entry.
 """
 from typing import Optional
 
-from aesara_bincount_core.gpu.type import _is_cupy, cupy_module
+from aesara_bincount_core.gpu.index_check import check_indices
+from aesara_bincount_core.gpu.type import _is_cupy
 
-__all__ = ["FLOATS", "check_range", "dtype_problem", "from_gpu", "host_scalar", "one_host_element"]
+__all__ = ["FLOATS", "checked", "dtype_problem", "from_gpu", "host_scalar", "one_host_element"]
 
 #: The float dtypes the float entries take: float16 stays on the host (its
 #: arithmetic is done in float32 by cuBLAS and CuPy, in float16 by NumPy).
@@ -27,19 +28,18 @@ def host_scalar(value):
     return value[()] if getattr(value, "ndim", None) == 0 and not _is_cupy(value) else value
 
 
-def check_range(idx, low: int, high: int, exc: type, message: str) -> None:
-    """Raise ``exc(message)`` unless every entry of the GPU array ``idx`` is in ``[low, high)``.
+def checked(status, idx, n: int, exc: type, message: str, wrap: bool = False):
+    """``idx`` checked on the device into ``[0, n)`` (``[-n, n)``, wrapped once, with ``wrap``).
 
-    Waits once for CuPy's current stream (the answer is read back).
+    The first bad index is recorded in the call's ``status``, raised as
+    ``exc(message.format(n=n))`` when the call reads it (no wait here); the result is
+    int64, each bad index replaced by 0 (:func:`~aesara_bincount_core.gpu.index_check.check_indices`).
     """
-    if idx.size == 0:
-        return
-    cp = cupy_module()
-    bad = idx >= high
-    if idx.dtype.kind == "i":
-        bad |= idx < low
-    if bool(cp.asnumpy(bad.any())):
-        raise exc(message)
+
+    def builder(position, value, n, *unused):
+        return exc(message.format(n=n))
+
+    return check_indices(status, idx, n, ("entry", exc, message, wrap), builder, wrap=wrap)
 
 
 def one_host_element(v) -> bool:

@@ -1,11 +1,24 @@
-"""Table entries of Aesara's basic array Ops: Alloc, AllocEmpty, Eye, Join, Split, ExtractDiag, AllocDiag, Nonzero.
+"""Table entries of Aesara's basic array Ops: Alloc, AllocEmpty, Eye, ARange, MakeVector, Join, Split, ExtractDiag, AllocDiag, Nonzero.
 
-``Alloc``, ``AllocEmpty`` and ``Eye`` make arrays from host values (shapes,
-a fill value): they are *sources*, lifted when every user of their result
-runs on the GPU, so that ``zeros_like(W)`` or a broadcast ``Alloc`` of a GPU
-value costs no copy.  The shapes, axes and split lengths stay on the host.
+``Alloc``, ``AllocEmpty``, ``Eye``, ``ARange`` and ``MakeVector`` make
+arrays from host values (shapes, a fill value, the bounds of a range, host
+scalars): they are *sources*, lifted when every user of their result runs
+on the GPU, so that ``zeros_like(W)``, a broadcast ``Alloc`` of a GPU value
+or ``arange(n)`` beside a GPU index costs no copy (the host values are
+kernel arguments).  The shapes, axes and split lengths stay on the host.
 """
-from aesara.tensor.basic import Alloc, AllocDiag, AllocEmpty, ExtractDiag, Eye, Join, Nonzero, Split
+from aesara.tensor.basic import (
+    Alloc,
+    AllocDiag,
+    AllocEmpty,
+    ARange,
+    ExtractDiag,
+    Eye,
+    Join,
+    MakeVector,
+    Nonzero,
+    Split,
+)
 
 from aesara_bincount_core.gpu.entries._common import one_host_element
 from aesara_bincount_core.gpu.table import register
@@ -66,6 +79,48 @@ for _op_class, _call, _out in ((AllocEmpty, "cupy.empty", "a new uninitialised C
         _op_class, family="arrays", cupy=_call, host_inputs=_all_inputs, source=True,
         accepts_text="any GPU dtype", outputs=_out,
     )(_from_host_values_funcify)  # fmt: skip
+
+
+def _all_host(node):
+    return tuple(range(len(node.inputs)))
+
+
+@register(
+    ARange, family="arrays", cupy="cupy.arange", host_inputs=_all_host, source=True,
+    accepts_text="any GPU dtype; start, stop and step stay on the host (kernel arguments)",
+    outputs="a new vector",
+)  # fmt: skip
+def _arange_funcify(op, node):
+    cp = cupy_module()
+
+    def arange(start, stop, step):
+        return [cp.arange(start.item(), stop.item(), step.item(), dtype=op.dtype)]
+
+    return arange
+
+
+def _host_scalars(node):
+    """The inputs that are host values (each one element): kernel arguments."""
+    return tuple(k for k, v in enumerate(node.inputs) if one_host_element(v))
+
+
+@register(
+    MakeVector, family="arrays", cupy="cupy.empty, then one element set per input",
+    host_inputs=_host_scalars, source=True,
+    accepts_text="any GPU dtype; host scalars are kernel arguments, GPU scalars are copied on the device",
+    outputs="a new vector",
+)  # fmt: skip
+def _make_vector_funcify(op, node):
+    cp = cupy_module()
+    dtype = node.outputs[0].type.dtype
+
+    def make_vector(*scalars):
+        out = cp.empty(len(scalars), dtype=dtype)
+        for k, v in enumerate(scalars):
+            out[k] = v if isinstance(v, CupyArray) else v.item()
+        return [out]
+
+    return make_vector
 
 
 @register(

@@ -16,10 +16,14 @@ note("ScatterAdd (AdvancedIncSubtensor1 onto zeros or onto a GPU base)", GPU,
 note("Shape, Shape_i", HOST, "the shape is read on the host from the GPU array, with no copy of the data")
 note("ScatterSet (AdvancedIncSubtensor1 and AdvancedIncSubtensor set, integer index arrays, of a GPU base)",
      GPU, "GpuScatterSet (its own rewrite): the last of duplicate indices wins, as in numpy")
-note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays)", GPU,
-     "LinearIndex checks the indices on the host; the gather, scatter-add or set of the rows of the "
-     "reshaped GPU array then runs on the GPU (GpuAdvancedSubtensor1, GpuScatterAdd, GpuScatterSet)")
-note("Scan", HOST, "loops of GPU data are the next step")
+note("AdvancedSubtensor, AdvancedIncSubtensor (several index arrays on the leading axes)", GPU,
+     "LinearIndex (its entry: the indices checked on the device) and the gather, scatter-add or set of "
+     "the rows of the reshaped GPU array (GpuAdvancedSubtensor1, GpuScatterAdd, GpuScatterSet)")
+note("GpuCallStatus, GpuIndexCheck, GpuCallEnd", GPU,
+     "the call's status: checks on the device, read once with the results for the host (one wait)")
+note("Scan", GPU, "GpuScan (its own lifter, aesara_bincount.gpu.scan): the inner graph through the same "
+     "rewrites, the loop's GPU inputs, states and stacked results on the GPU; a while loop's condition is "
+     "read on the host at every step")
 note("LogSoftmaxGrad", "-", "not an Op in Aesara 2.9.4: LogSoftmax's gradient is Softmax and Elemwise nodes")
 note("Clip", GPU, "an Elemwise of the scalar Clip in Aesara 2.9.4: GpuElemwise")
 note("SearchsortedOp with a sorter", HOST, "CuPy's take would wrap a sorter index out of range where "

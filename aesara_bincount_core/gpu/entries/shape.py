@@ -1,4 +1,4 @@
-"""Table entry of ``SpecifyShape``: the GPU array itself, its shape checked on the host.
+"""Table entries of ``SpecifyShape`` and ``Unbroadcast``: the GPU array itself.
 
 Aesara puts a ``SpecifyShape`` where a graph asserts a shape: on the
 increments of a scatter-add onto zeros of shape ``(V, 1)``, and wherever a
@@ -6,8 +6,12 @@ static shape is given.  On GPU data the node checks the CuPy array's
 shape (a host attribute: no copy, no wait) with the host Op's own check,
 so it raises the host Op's ``AssertionError`` with the same message, and
 returns the array itself (a view, as the host Op declares).
+
+``Unbroadcast`` only changes the static type (``scan`` puts one on the
+initial state of a loop, ``zeros_like`` on a vector of one row): on GPU
+data it returns the array itself too.
 """
-from aesara.tensor.shape import SpecifyShape
+from aesara.tensor.shape import SpecifyShape, Unbroadcast
 
 from aesara_bincount_core.gpu.table import register
 
@@ -29,3 +33,14 @@ def _specify_shape_funcify(op, node):
         return out
 
     return specify_shape
+
+
+@register(
+    Unbroadcast, family="views", cupy="none: the array itself", view_map={0: [0]},
+    accepts_text="any GPU dtype and strides", outputs="the input itself (a view)",
+)  # fmt: skip
+def _unbroadcast_funcify(op, node):  # issue 39: the initial states of loops
+    def unbroadcast(x):
+        return [x]
+
+    return unbroadcast

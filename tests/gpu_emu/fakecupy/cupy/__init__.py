@@ -6,7 +6,9 @@ which refuses implicit conversion to NumPy as CuPy 13 does
 (``numpy.asarray(a)`` raises TypeError); with ``FAKE_CUDA`` pointing
 at tests/gpu_emu's fake libcuda, the CUDA kernels run on CPU threads over
 this memory.  ``get()`` and ``asnumpy`` count as a synchronization (``counters["sync"]``)
-and a device-to-host copy (``counters["d2h"]``); ``counters["alloc"]``
+and a device-to-host copy (``counters["d2h"]``); ``asarray`` and ``array`` of
+host data count as a host-to-device copy (``counters["h2d"]``), arrays that a
+kernel makes (``full``, ``arange``, results) do not; ``counters["alloc"]``
 counts allocations from the pool.
 ``FAKE_CUPY_MAX_BYTES`` makes bigger allocations raise ``OutOfMemoryError``
 (a ``MemoryError``), as CuPy's memory pool does.
@@ -66,7 +68,7 @@ class _Counters(dict):
         dict.__setitem__(self, key, value - self._driver_syncs() if key == "sync" else value)
 
 
-counters = _Counters(sync=0, alloc=0, d2h=0)
+counters = _Counters(sync=0, alloc=0, d2h=0, h2d=0)
 #: Callables run (without arguments) at every allocation from the pool.
 alloc_hooks = []
 #: The byte freed memory is filled with.
@@ -255,6 +257,9 @@ class ndarray:
 
     def __getitem__(self, key):
         _drain()
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, ndarray) and k.dtype == _np.bool_ and k.ndim > 0 for k in parts):
+            counters["sync"] += 1  # CuPy reads the count of a mask back
         return _wrap(self._a[_unwrap(key, False)], self._device)
 
     def __setitem__(self, key, value):
@@ -522,24 +527,33 @@ def zeros(shape, dtype=float, order="C"):
     return a
 
 
-def asarray(a, dtype=None):
-    """A device array of ``a``: itself when it is one of ``dtype``, else a copy
-    (from the host for NumPy arrays and Python values)."""
-    if isinstance(a, ndarray):
-        if dtype is None or a.dtype == dtype:
-            return a
-        _drain()
-        a = a._a
-    host = _np.asarray(a, dtype=dtype)
+def _made_on_device(host):
+    """A device array with the values of ``host``, made by a kernel of the
+    device (``full``, ``arange``, the result of a computation): no copy."""
+    host = _np.asarray(host)
     out = _new(host.shape, host.dtype)
     out._a[...] = host
     return out
 
 
+def asarray(a, dtype=None):
+    """A device array of ``a``: itself when it is one of ``dtype``, else a copy
+    (from the host for NumPy arrays and Python values: ``counters["h2d"]``)."""
+    if isinstance(a, ndarray):
+        if dtype is None or a.dtype == dtype:
+            return a
+        _drain()
+        return _made_on_device(a._a.astype(dtype))
+    counters["h2d"] += 1
+    return _made_on_device(_np.asarray(a, dtype=dtype))
+
+
 def array(a, dtype=None, copy=True):
-    if isinstance(a, ndarray) and not copy and (dtype is None or a.dtype == dtype):
-        return a
-    _drain()
+    if isinstance(a, ndarray):
+        _drain()
+        if not copy and (dtype is None or a.dtype == dtype):
+            return a
+        return _made_on_device(_np.array(a._a, dtype=dtype, copy=True))
     return asarray(_np.array(_unwrap(a, False), dtype=dtype, copy=True))
 
 
@@ -560,11 +574,11 @@ def shares_memory(a, b):
 
 
 def arange(*args, **kwargs):
-    return asarray(_np.arange(*args, **kwargs))
+    return _made_on_device(_np.arange(*args, **kwargs))
 
 
 def full(shape, value, dtype=None):
-    return asarray(_np.full(shape, value, dtype=dtype))
+    return _made_on_device(_np.full(shape, value, dtype=dtype))
 
 
 def empty_like(a):
@@ -573,17 +587,17 @@ def empty_like(a):
 
 def bincount(x, weights=None, minlength=0):
     _drain()
-    return asarray(_np.bincount(_unwrap(x), None if weights is None else _unwrap(weights), minlength))
+    return _made_on_device(_np.bincount(_unwrap(x), None if weights is None else _unwrap(weights), minlength))
 
 
 def exp(a):
     _drain()
-    return asarray(_np.exp(_unwrap(a)))
+    return _made_on_device(_np.exp(_unwrap(a)))
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     _drain()
-    return asarray(_np.allclose(_unwrap(a), _unwrap(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return _made_on_device(_np.allclose(_unwrap(a), _unwrap(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def get_default_memory_pool():

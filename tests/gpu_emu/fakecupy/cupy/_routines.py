@@ -13,7 +13,7 @@ Results are new arrays from the pool, except ``broadcast_to``'s view.
 import numpy as _np
 
 import cupy as _cupy
-from cupy import _drain, asarray, counters, ndarray
+from cupy import _drain, _made_on_device, counters, ndarray
 
 __all__ = [
     "argsort", "broadcast_to", "concatenate", "cumprod", "cumsum", "dot", "eye", "log", "matmul",
@@ -33,7 +33,7 @@ def _host(a):
 
 
 def _new(result):
-    return asarray(_np.asarray(result))
+    return _made_on_device(result)
 
 
 def dot(a, b, out=None):
