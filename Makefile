@@ -20,7 +20,7 @@ PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check $(addpref
 PYTHON_CHECK = bash scripts/python_check.sh $(if $(PYTHON_GIVEN),--given,--default) "$(PYTHON)" \
   --goal $(or $(firstword $(filter-out python-check,$(MAKECMDGOALS))),venv)
 
-.PHONY: venv demo test test-long test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle
+.PHONY: venv demo test test-long test-fast bench bench-quick docs doctest plots sanitize fuzz-long test-large clean gpu-dry-run gpu-bundle gpu-strict
 BENCH_STAMP := $(VENV)/.installed-bench
 # torch is optional (its rows appear when it imports); this spec takes the CPU
 # build where one lies in pip's find-links.  torch asks for setuptools >= 77,
@@ -154,6 +154,15 @@ plots: $(DOCS_STAMP)
 ## to choose one).  make test runs it too (tests/test_gpu_check.py).
 gpu-dry-run: $(STAMP)
 	PYTHON=$(PY) bash scripts/gpu_check.sh dry-run
+
+## Each kernel family through aesara.function under the emulation's two strict
+## modes: the race check (FAKE_CUDA_RACECHECK=1) and asynchronous streams
+## (FAKE_CUDA_ASYNC=1); fails on any race report or wrong result
+## (tests/gpu_strict.py; GPU_STRICT_ARGS="--modes race --cases hist" to choose).
+## make test runs it too (tests/test_gpu_strict.py).
+GPU_STRICT_ARGS ?=
+gpu-strict: $(STAMP)
+	$(PY) tests/gpu_strict.py $(GPU_STRICT_ARGS)
 
 ## The offline Python 3.12 bundle that scripts/gpu_check.sh installs on a GPU
 ## machine (needs the package index; make_bundle.sh is in the shared gpu-env,

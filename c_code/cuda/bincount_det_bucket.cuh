@@ -174,6 +174,7 @@ __device__ __forceinline__ void det_scatter(const bc_hist_params &p, const bc_fu
             for (int k = 0; k < DET_UNROLL; k++)
                 if (key[k] != DET_NONE && (peers[k] & ((1u << lane) - 1u)) == 0u)
                     mine[key[k]] = 0u; /* the row clean for the next round */
+            __syncwarp(FULL_WARP); /* before other lanes use these words in the next round */
 #pragma unroll
             for (int k = 0; k < DET_UNROLL; k++)
                 dst[k] = __shfl_sync(FULL_WARP, at[k], __ffs((int)peers[k]) - 1) +

@@ -40,6 +40,12 @@
  * a test can tell the vector path from the element-by-element one, and a
  * wide access at an address it does not fit fails as on a GPU.
  *
+ * Built with -DBC_EMU_RACECHECK (and GCC's -fsanitize=thread: what
+ * build.py does for FAKE_CUDA_RACECHECK=1), every memory access of a kernel
+ * is checked by emu_race.h against the block's other threads: fibers that
+ * run to their barrier cannot lose an update or miss a __syncwarp, so that
+ * check reports what a GPU could do there instead.
+ *
  * A new warp intrinsic is written as __all_sync is: each lane puts its value
  * in warp().slots, warp_sync(), reads what it needs, warp_sync().
  *
@@ -181,6 +187,9 @@ struct barrier {
 struct warp_state {
     barrier bar{32};
     unsigned long long slots[32];
+#ifdef BC_EMU_RACECHECK
+    unsigned mem_gen = 0; /* __syncwarp() calls passed (emu_race.h) */
+#endif
 };
 
 struct block_state {
@@ -202,6 +211,17 @@ struct thread_state {
 
 inline thread_local thread_state self;
 inline thread_local bool in_kernel = false;
+
+} /* namespace emu */
+
+#ifdef BC_EMU_RACECHECK
+#include "emu_race.h"
+#define BC_EMU_RACE(...) __VA_ARGS__
+#else
+#define BC_EMU_RACE(...)
+#endif
+
+namespace emu {
 
 /* __ldcs calls, by the width of what they load (1 ... 16 bytes). */
 inline std::atomic<long long> load_counts[17];
@@ -346,7 +366,9 @@ inline void run_block(block_state *blk, const thread_state &common, unsigned thr
                 continue;
             self = f.state;
             runner->current = &f;
+            BC_EMU_RACE(race::fiber_running(true);)
             context_switch(&runner->scheduler, &f.ctx);
+            BC_EMU_RACE(race::fiber_running(false);)
             if (f.done)
                 live--;
         }
@@ -494,13 +516,16 @@ inline void launch(void (*kernel)(P), const P &params, unsigned blocks, unsigned
         runner = &state;
         in_kernel = true;
         const stack_set stacks = take_stacks(threads);
+        BC_EMU_RACE(race::runner_begin(stacks.base, stacks.base + stacks.stride * threads);)
         std::vector<fiber> fibers(threads);
         for (unsigned claimed = first; claimed < blocks; claimed = next.fetch_add(1)) {
             const unsigned b = order[claimed];
             block_state blk(threads, shared_bytes);
+            BC_EMU_RACE(race::block_begin(&blk);)
             const thread_state common{{0, 0, 0}, {b, 0, 0}, {threads, 1, 1}, {blocks, 1, 1}, nullptr};
             run_block(&blk, common, threads, fibers, stacks, reverse);
         }
+        BC_EMU_RACE(race::runner_end();)
         give_back_stacks(stacks);
         in_kernel = false;
         runner = nullptr;
@@ -634,11 +659,14 @@ template <typename T> inline unsigned __match_any_sync(unsigned mask, T v)
     return warp_select(mask, v, [](T own, T theirs) { return own == theirs; });
 }
 
-/* A barrier of the warp's lanes (and the memory order between them). */
+/* A barrier of the warp's lanes (and the memory order between them: the
+ * race check counts it, emu_race.h). */
 inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
-    if (!emu::solo(mask))
-        emu::warp_sync();
+    if (emu::solo(mask))
+        return;
+    BC_EMU_RACE(emu::warp_state &w = emu::warp(); if (w.bar.arrived + 1 == w.bar.expected) w.mem_gen++;)
+    emu::warp_sync();
 }
 
 inline unsigned __activemask()

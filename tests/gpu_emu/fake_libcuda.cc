@@ -30,7 +30,15 @@
  * runs the host functions queued with cuLaunchHostFunc on a thread of its
  * own, as the driver does, and waits for them, and can be told to wait for
  * the test (fake_cuda_hold_syncs).  A wait that lasts over 30 seconds fails
- * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.
+ * with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging the test-suite.  With
+ * FAKE_CUDA_ASYNC=1 they are queued on a stream thread and run only once a
+ * host thread waits (emu_stream.h: the asynchronous mode).
+ *
+ * Race check: a library built with -DBC_EMU_RACECHECK (tests/gpu_emu/build.py
+ * builds one when FAKE_CUDA_RACECHECK is set) reports unordered accesses of
+ * two threads of one block (emu_race.h); the plain library refuses to start
+ * (cuInit fails) when FAKE_CUDA_RACECHECK is set, so that a check asked for
+ * never passes unchecked.
  *
  * Generated kernels (GpuElemwise's, named bc_elemwise_<hash>, and the fused
  * histogram kernels of GpuFusedBincount, bincount_hist_fused_<x>_<inc>_<hash>,
@@ -50,11 +58,13 @@
  * fail to launch (CUDA_ERROR_INVALID_HANDLE) until they are got again.
  *
  * Test API (extern "C", fake_cuda_*): counters, failure injection, devices,
- * held synchronizations, load counts, context replacement.
+ * held synchronizations, load counts, context replacement, the stream's
+ * drain and the reports of the two modes above.
  *
  * Test code only (C++20, g++).
  */
 #include "cuda_emu.h"
+#include "emu_stream.h"
 
 #include "cuda/bincount_kernels.cu"
 #include "cuda/scatter_add_kernels.cu"
@@ -168,6 +178,9 @@ bool tables_ready = false;
 struct generated_entry {
     std::string name;
     void (*run)(void **params, unsigned blocks, unsigned threads, size_t shared);
+    /* A copy of the parameters, to run later (the asynchronous mode), and its run. */
+    void *(*bind)(void **params);
+    void (*run_bound)(void *bound, unsigned blocks, unsigned threads, size_t shared);
     int device;
     bool hist; /* a fused histogram kernel */
 };
@@ -329,10 +342,20 @@ const generated_entry *load_generated(const char *name, int device)
     void *handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         const std::string tmp = lib + "." + std::to_string((long long)getpid()) + ".tmp";
+#ifdef BC_EMU_RACECHECK
+        /* Instrumented (emu_race.h), then linked without libtsan. */
+        const std::string cmd = std::string(BC_EMU_CXX) +
+                                " " BC_EMU_GENERATED_FLAGS " -c -include " BC_EMU_PCH " -I" BC_EMU_C_CODE
+                                " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
+                                ".o' " BC_EMU_DIR "/generated_emu.cc 1>&2 && " BC_EMU_CXX
+                                " -shared -pthread -o '" + tmp + "' '" + tmp + ".o' 1>&2 && rm -f '" +
+                                tmp + ".o'";
+#else
         const std::string cmd = std::string(BC_EMU_CXX) +
                                 " " BC_EMU_GENERATED_FLAGS " -shared -include " BC_EMU_PCH " -I" BC_EMU_C_CODE
                                 " -I" BC_EMU_DIR " -DBC_EMU_SOURCE='\"" + source + "\"' -o '" + tmp +
                                 "' " BC_EMU_DIR "/generated_emu.cc 1>&2";
+#endif
         if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), lib.c_str()) != 0) {
             std::fprintf(stderr, "fake libcuda: building %s failed: %s\n", name, cmd.c_str());
             return nullptr;
@@ -340,10 +363,13 @@ const generated_entry *load_generated(const char *name, int device)
         handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     }
     void *run = handle ? dlsym(handle, "bc_emu_launch") : nullptr;
-    if (run == nullptr)
+    void *bind = handle ? dlsym(handle, "bc_emu_bind") : nullptr;
+    void *run_bound = handle ? dlsym(handle, "bc_emu_run_bound") : nullptr;
+    if (run == nullptr || bind == nullptr || run_bound == nullptr)
         return nullptr;
-    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run, device,
-                         std::strncmp(name, "bincount_hist_fused_", 20) == 0});
+    generated.push_back({name, (void (*)(void **, unsigned, unsigned, size_t))run,
+                         (void *(*)(void **))bind, (void (*)(void *, unsigned, unsigned, size_t))run_bound,
+                         device, std::strncmp(name, "bincount_hist_fused_", 20) == 0});
     return &generated.back();
 }
 
@@ -366,6 +392,23 @@ bool run_host_funcs()
         done->set_value();
     }).detach();
     return finished.wait_for(WAIT_LIMIT) == std::future_status::ready;
+}
+
+/* Run a built-in kernel now, or queue it with a copy of its parameters
+ * (the asynchronous mode, emu_stream.h); a misaligned access makes the
+ * sticky error once it has run. */
+template <typename P>
+void run_kernel(void (*fn)(P), const P &params, unsigned blocks, unsigned threads, size_t shared)
+{
+    auto run = [fn, params, blocks, threads, shared] {
+        emu::launch(fn, params, blocks, threads, shared);
+        if (emu::misaligned.exchange(false))
+            sticky.store(ERR_MISALIGNED_ADDRESS);
+    };
+    if (emu_stream::enabled())
+        emu_stream::enqueue(run);
+    else
+        run();
 }
 
 } /* namespace */
@@ -470,8 +513,45 @@ void fake_cuda_store_counts(long long *out)
         out[i] = emu::store_counts[i].load();
 }
 
+/* Test API: wait until the stream has run everything queued (the
+ * asynchronous mode, emu_stream.h; at once otherwise): 0, or
+ * CUDA_ERROR_LAUNCH_TIMEOUT after 30 s.  The fake CuPy calls it before its
+ * own work on device memory. */
+int fake_cuda_drain(void)
+{
+    if (!emu_stream::enabled())
+        return OK;
+    return emu_stream::drain(WAIT_LIMIT) ? OK : ERR_LAUNCH_TIMEOUT;
+}
+
+/* Test API: the faults the asynchronous mode reported (emu_stream.h). */
+long long fake_cuda_async_reports(void)
+{
+    return emu_stream::reports.load();
+}
+
+/* Test API: the races the race check found (distinct pairs of code
+ * locations, emu_race.h), or -1 when this library was built without it. */
+long long fake_cuda_race_reports(void)
+{
+#ifdef BC_EMU_RACECHECK
+    return emu::race::reports.load();
+#else
+    return -1;
+#endif
+}
+
 CUresult cuInit(unsigned flags)
 {
+#ifndef BC_EMU_RACECHECK
+    const char *race = std::getenv("FAKE_CUDA_RACECHECK");
+    if (race != nullptr && *race && std::strcmp(race, "0") != 0) {
+        std::fprintf(stderr, "fake libcuda: FAKE_CUDA_RACECHECK is set, but this library was built "
+                             "without the race check (tests/gpu_emu/build.py builds it when the "
+                             "variable is set)\n");
+        return ERR_INVALID_VALUE;
+    }
+#endif
     make_tables();
     return flags == 0 ? OK : ERR_INVALID_VALUE;
 }
@@ -728,8 +808,18 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
             counters[0]++;
             counters[11] = gx;
         }
-        if (!skip_kernels())
-            e->run(params, gx, bx, shared);
+        if (skip_kernels())
+            return OK;
+        if (emu_stream::enabled()) {
+            void *bound = e->bind(params);
+            emu_stream::enqueue([e, bound, gx, bx, shared] {
+                e->run_bound(bound, gx, bx, shared);
+                if (emu::misaligned.exchange(false))
+                    sticky.store(ERR_MISALIGNED_ADDRESS);
+            });
+            return OK;
+        }
+        e->run(params, gx, bx, shared);
         if (emu::misaligned.exchange(false))
             sticky.store(ERR_MISALIGNED_ADDRESS);
         return OK;
@@ -783,25 +873,19 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     if (skip_kernels())
         return OK;
     if (k->finish == 5)
-        emu::launch((void (*)(bc_check_params))k->fn, *(const bc_check_params *)params[0], gx, bx,
-                    shared);
+        run_kernel((void (*)(bc_check_params))k->fn, *(const bc_check_params *)params[0], gx, bx, shared);
     else if (k->finish == 4)
-        emu::launch((void (*)(bc_set_params))k->fn, *(const bc_set_params *)params[0], gx, bx,
-                    shared);
+        run_kernel((void (*)(bc_set_params))k->fn, *(const bc_set_params *)params[0], gx, bx, shared);
     else if (k->finish == 2)
-        emu::launch((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx,
-                    shared);
+        run_kernel((void (*)(bc_rows_params))k->fn, *(const bc_rows_params *)params[0], gx, bx, shared);
     else if (k->finish == 3)
-        emu::launch((void (*)(bc_det_finish_params))k->fn, *(const bc_det_finish_params *)params[0],
-                    gx, bx, shared);
+        run_kernel((void (*)(bc_det_finish_params))k->fn, *(const bc_det_finish_params *)params[0], gx,
+                   bx, shared);
     else if (k->finish)
-        emu::launch((void (*)(bc_finish_params))k->fn, *(const bc_finish_params *)params[0], gx, bx,
-                    shared);
+        run_kernel((void (*)(bc_finish_params))k->fn, *(const bc_finish_params *)params[0], gx, bx,
+                   shared);
     else
-        emu::launch((void (*)(bc_hist_params))k->fn, *(const bc_hist_params *)params[0], gx, bx,
-                    shared);
-    if (emu::misaligned.exchange(false))
-        sticky.store(ERR_MISALIGNED_ADDRESS);
+        run_kernel((void (*)(bc_hist_params))k->fn, *(const bc_hist_params *)params[0], gx, bx, shared);
     return OK;
 }
 
@@ -813,9 +897,15 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count, 
     (void)stream;
     if (injected(1, &code))
         return code;
-    unsigned *p = (unsigned *)dst;
-    for (size_t i = 0; i < count; i++)
-        p[i] = value;
+    auto run = [dst, value, count] {
+        unsigned *p = (unsigned *)dst;
+        for (size_t i = 0; i < count; i++)
+            p[i] = value;
+    };
+    if (emu_stream::enabled())
+        emu_stream::enqueue(run);
+    else
+        run();
     std::lock_guard<std::mutex> g(lock);
     counters[3]++;
     return OK;
@@ -829,10 +919,23 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, v
     (void)stream;
     if (injected(2, &code))
         return code;
-    std::memcpy(dst, (const void *)src, bytes);
+    bool into_pinned;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        into_pinned = is_pinned(dst, bytes);
+    }
+    if (emu_stream::enabled() && into_pinned) {
+        emu_stream::enqueue([dst, src, bytes] { std::memcpy(dst, (const void *)src, bytes); },
+                            (const char *)dst, bytes);
+    } else {
+        /* Into pageable memory the driver copies once the stream is done. */
+        if (emu_stream::enabled() && !emu_stream::drain(WAIT_LIMIT))
+            return ERR_LAUNCH_TIMEOUT;
+        std::memcpy(dst, (const void *)src, bytes);
+    }
     std::lock_guard<std::mutex> g(lock);
     counters[2]++;
-    if (!is_pinned(dst, bytes))
+    if (!into_pinned)
         counters[9]++;
     return OK;
 }
@@ -843,7 +946,10 @@ CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, si
     if (sticky.load())
         return sticky.load();
     (void)stream;
-    std::memmove((void *)dst, (const void *)src, bytes);
+    if (emu_stream::enabled())
+        emu_stream::enqueue([dst, src, bytes] { std::memmove((void *)dst, (const void *)src, bytes); });
+    else
+        std::memmove((void *)dst, (const void *)src, bytes);
     std::lock_guard<std::mutex> g(lock);
     counters[4]++;
     return OK;
@@ -856,6 +962,10 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     (void)stream;
     if (fn == nullptr)
         return ERR_INVALID_VALUE;
+    if (emu_stream::enabled()) {
+        emu_stream::enqueue([fn, data] { fn(data); }); /* in order, on the stream thread */
+        return OK;
+    }
     std::lock_guard<std::mutex> g(lock);
     host_funcs.push_back({fn, data});
     return OK;
@@ -886,6 +996,10 @@ CUresult cuStreamSynchronize(void *stream)
     (void)stream;
     if (injected(3, &code))
         return code;
+    if (emu_stream::enabled() && !emu_stream::drain(WAIT_LIMIT))
+        return ERR_LAUNCH_TIMEOUT;
+    if (sticky.load())
+        return sticky.load(); /* a kernel of the stream faulted */
     if (!run_host_funcs())
         return ERR_LAUNCH_TIMEOUT;
     std::unique_lock<std::mutex> g(lock);
@@ -920,13 +1034,17 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags)
 
 CUresult cuMemFreeHost(void *p)
 {
+    size_t size;
     {
         std::lock_guard<std::mutex> g(lock);
         auto it = pinned.find(p);
         if (it == pinned.end())
             return ERR_INVALID_VALUE;
+        size = it->second;
         pinned.erase(it);
     }
+    if (emu_stream::enabled() && !emu_stream::may_free(p, size))
+        return OK; /* reported; the copy in flight still lands in it */
     std::free(p);
     return OK;
 }

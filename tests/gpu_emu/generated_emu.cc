@@ -27,15 +27,44 @@ static void bc_emu_fused(const bc_emu_fused_args a)
     BC_FUSED_NAME(a.p, a.f);
 }
 
-extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
+typedef bc_emu_fused_args bc_emu_args;
+static bc_emu_args bc_emu_args_of(void **params)
 {
-    const bc_emu_fused_args a = {*(const bc_hist_params *)params[0],
-                                 *(const bc_fused_params *)params[1]};
+    return {*(const bc_hist_params *)params[0], *(const bc_fused_params *)params[1]};
+}
+static void bc_emu_run(const bc_emu_args &a, unsigned blocks, unsigned threads, size_t shared)
+{
     emu::launch(&bc_emu_fused, a, blocks, threads, shared);
 }
 #else
-extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
+typedef bc_ew_params bc_emu_args;
+static bc_emu_args bc_emu_args_of(void **params)
 {
-    emu::launch(&BC_EW_NAME, *(const bc_ew_params *)params[0], blocks, threads, shared);
+    return *(const bc_ew_params *)params[0];
+}
+static void bc_emu_run(const bc_emu_args &a, unsigned blocks, unsigned threads, size_t shared)
+{
+    emu::launch(&BC_EW_NAME, a, blocks, threads, shared);
 }
 #endif
+
+/* The launch, now (params: cuLaunchKernel's kernelParams). */
+extern "C" void bc_emu_launch(void **params, unsigned blocks, unsigned threads, size_t shared)
+{
+    bc_emu_run(bc_emu_args_of(params), blocks, threads, shared);
+}
+
+/* A copy of the parameters, for bc_emu_run_bound later (the asynchronous
+ * mode: the caller's parameters are gone by then). */
+extern "C" void *bc_emu_bind(void **params)
+{
+    return new bc_emu_args(bc_emu_args_of(params));
+}
+
+/* The launch of bound parameters, which it frees. */
+extern "C" void bc_emu_run_bound(void *bound, unsigned blocks, unsigned threads, size_t shared)
+{
+    bc_emu_args *a = static_cast<bc_emu_args *>(bound);
+    bc_emu_run(*a, blocks, threads, shared);
+    delete a;
+}

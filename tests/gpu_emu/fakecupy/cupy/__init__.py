@@ -26,6 +26,12 @@ Devices: ``cupy.cuda.Device(i)`` (``FAKE_CUDA_DEVICES`` of them, default 2)
 sets the calling thread's current device, here and in the fake driver
 (``fake_cuda_set_device``); an array records the device it was made on.
 
+With ``FAKE_CUDA_ASYNC=1`` the fake driver queues its kernels and copies on
+a stream thread instead (tests/gpu_emu/emu_stream.h); every operation here
+that touches device memory (reads, writes, allocations, the pool's release
+and poison) first waits for that stream (``fake_cuda_drain``), as CuPy's
+work, queued on the same stream behind ours, would run after it.
+
 Test hooks: ``alloc_hooks``, callables run at every allocation (Python code
 that runs in the middle of a call, as a garbage collection would).
 """
@@ -86,6 +92,18 @@ def _driver():
     return lib
 
 
+#: The fake driver's asynchronous mode (the module notes).
+_ASYNC = os.environ.get("FAKE_CUDA_ASYNC", "") not in ("", "0")
+
+
+def _drain() -> None:
+    """Wait for the fake driver's stream (in its asynchronous mode; nothing otherwise)."""
+    if _ASYNC:
+        lib = _driver()
+        if lib is not None and lib.fake_cuda_drain() != 0:
+            raise RuntimeError("fake CuPy: the fake driver's stream did not drain in 30 s")
+
+
 def _set_device(device: int) -> None:
     _local.device = device
     lib = _driver()
@@ -109,6 +127,7 @@ class _Memory:
         return _Memory(self._owner, self.ptr - self._owner._a.__array_interface__["data"][0] + int(offset))
 
     def copy_from_device_async(self, src, nbytes, stream=None):
+        _drain()
         ctypes.memmove(self.ptr, src.ptr, nbytes)
 
 
@@ -187,12 +206,14 @@ class ndarray:
         # device-to-host copy.
         counters["sync"] += 1
         counters["d2h"] += 1
+        _drain()
         return _np.array(self._a, copy=True)
 
     def __array__(self, *args, **kwargs):
         raise TypeError(_IMPLICIT)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _drain()
         try:
             inputs, kwargs = _unwrap(inputs), _unwrap(kwargs)
         except TypeError:
@@ -200,6 +221,7 @@ class ndarray:
         return _wrap(getattr(ufunc, method)(*inputs, **kwargs), self._device)
 
     def __array_function__(self, func, types, args, kwargs):
+        _drain()
         try:
             args, kwargs = _unwrap(args), _unwrap(kwargs)
         except TypeError:
@@ -207,6 +229,7 @@ class ndarray:
         return _wrap(func(*args, **kwargs), self._device)
 
     def __reduce__(self):
+        _drain()
         return (_rebuild, (_np.array(self._a, copy=True), self._device))
 
     # -- NumPy's interface, on device arrays
@@ -219,6 +242,7 @@ class ndarray:
     def __getattr__(self, name):
         if name.startswith("__"):  # NumPy's __array_interface__ and the like: not CuPy's
             raise AttributeError(name)
+        _drain()
         value = getattr(self._a, name)
         if not callable(value):
             return _wrap(value, self._device)
@@ -226,17 +250,20 @@ class ndarray:
             return value
 
         def method(*args, **kwargs):
+            _drain()
             return _wrap(value(*_unwrap(args, False), **_unwrap(kwargs, False)), self._device)
 
         return method
 
     def __getitem__(self, key):
+        _drain()
         parts = key if isinstance(key, tuple) else (key,)
         if any(isinstance(k, ndarray) and k.dtype == _np.bool_ and k.ndim > 0 for k in parts):
             counters["sync"] += 1  # CuPy reads the count of a mask back
         return _wrap(self._a[_unwrap(key, False)], self._device)
 
     def __setitem__(self, key, value):
+        _drain()
         self._a[_unwrap(key, False)] = _unwrap(value, False)
 
     def __len__(self):
@@ -246,21 +273,27 @@ class ndarray:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self):
+        _drain()
         return repr(self._a).replace("array(", "fakecupy.array(", 1)
 
     def __str__(self):
+        _drain()
         return str(self._a)
 
     def __bool__(self):
+        _drain()
         return bool(self._a)
 
     def __int__(self):
+        _drain()
         return int(self._a)
 
     def __float__(self):
+        _drain()
         return float(self._a)
 
     def __index__(self):
+        _drain()
         return self._a.__index__()
 
     def __hash__(self):
@@ -269,6 +302,7 @@ class ndarray:
 
 def _operator(name):
     def op(self, *args):
+        _drain()
         try:
             result = getattr(self._a, name)(*_unwrap(args))
         except TypeError:
@@ -337,6 +371,7 @@ class _Pool:
         """A new array of ``nbytes`` bytes (uint8) over pool memory."""
         for hook in list(alloc_hooks):
             hook()
+        _drain()  # a block freed behind queued work is reused after it
         key = (_current_device(), cuda.get_current_stream().ptr, self._size_class(nbytes))
         with self._lock:
             blocks = self._free.get(key)
@@ -351,6 +386,7 @@ class _Pool:
         return _np.asarray(block)[:nbytes]
 
     def _release(self, key, raw):
+        _drain()  # released in stream order: the work queued on it runs first
         raw[...] = POISON
         with self._lock:
             self._free.setdefault(key, []).append(raw)
@@ -399,6 +435,7 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
 
         def synchronize(self):
             counters["sync"] += 1
+            _drain()
 
         def launch_host_func(self, callback, arg):
             """Queue ``callback(arg)`` on the stream (run by the fake driver's
@@ -449,7 +486,7 @@ class cuda:  # noqa: N801 - mirrors the cupy.cuda module
             self.t = time.perf_counter()
 
         def synchronize(self):
-            pass
+            _drain()
 
     @staticmethod
     def get_elapsed_time(start, end):
@@ -505,6 +542,7 @@ def asarray(a, dtype=None):
     if isinstance(a, ndarray):
         if dtype is None or a.dtype == dtype:
             return a
+        _drain()
         return _made_on_device(a._a.astype(dtype))
     counters["h2d"] += 1
     return _made_on_device(_np.asarray(a, dtype=dtype))
@@ -512,6 +550,7 @@ def asarray(a, dtype=None):
 
 def array(a, dtype=None, copy=True):
     if isinstance(a, ndarray):
+        _drain()
         if not copy and (dtype is None or a.dtype == dtype):
             return a
         return _made_on_device(_np.array(a._a, dtype=dtype, copy=True))
@@ -547,14 +586,17 @@ def empty_like(a):
 
 
 def bincount(x, weights=None, minlength=0):
+    _drain()
     return _made_on_device(_np.bincount(_unwrap(x), None if weights is None else _unwrap(weights), minlength))
 
 
 def exp(a):
+    _drain()
     return _made_on_device(_np.exp(_unwrap(a)))
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _drain()
     return _made_on_device(_np.allclose(_unwrap(a), _unwrap(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

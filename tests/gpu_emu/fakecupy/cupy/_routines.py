@@ -13,7 +13,7 @@ Results are new arrays from the pool, except ``broadcast_to``'s view.
 import numpy as _np
 
 import cupy as _cupy
-from cupy import _made_on_device, counters, ndarray
+from cupy import _drain, _made_on_device, counters, ndarray
 
 __all__ = [
     "argsort", "broadcast_to", "concatenate", "cumprod", "cumsum", "dot", "eye", "log", "matmul",
@@ -24,6 +24,7 @@ __all__ = [
 def _host(a):
     """The NumPy array behind a device array; scalars as they are; a NumPy array is refused."""
     if isinstance(a, ndarray):
+        _drain()
         inner = getattr(a, "_a", None)  # a wrapper of a NumPy array, or a NumPy subclass
         return inner if inner is not None else a.view(_np.ndarray)
     if isinstance(a, _np.ndarray):

@@ -7,7 +7,7 @@ device arrays and the dtypes its atomics lack (``TypeError``).
 """
 import numpy as _np
 
-from cupy import _unwrap, ndarray
+from cupy import _drain, _unwrap, ndarray
 
 __all__ = ["scatter_add"]
 
@@ -20,4 +20,5 @@ def scatter_add(a, slices, value):
         raise TypeError(f"Unsupported type {type(a)}")
     if a.dtype.name not in _ATOMIC_DTYPES:
         raise TypeError("scatter_add only supports int32, float16, float32, float64, uint32, uint64, as data type")
+    _drain()
     _np.add.at(a._a, _unwrap(slices), _unwrap(value))
