@@ -415,13 +415,13 @@ def _scalar_group(sop, ins, first: int, tag: str, name: str):
     vec_reads, vec_ins = [], []
     for k, v in enumerate(ins):
         j = first + k
-        if v.type.ndim == 1:
+        if v.type.ndim >= 1 and not _row_scalar(v):  # as the scalar code reads it: bc_{tag}p{j}[i]
             vec_reads.append(f"BC_FWV bc_{tag}v{k}; memcpy(&bc_{tag}v{k}, bc_{tag}p{j} + (i), sizeof(bc_{tag}v{k}));")
             vec_ins.append(f"bc_{tag}v{k}")
         else:
             vec_ins.append(f"bc_{tag}s{j}")
     vec = vector_codegen.vector_code(
-        sop, vec_ins, "(dst)", out_dtype, scalars=[v.type.ndim == 0 for v in ins]
+        sop, vec_ins, "(dst)", out_dtype, scalars=[v.type.ndim == 0 or _row_scalar(v) for v in ins]
     )
     vec_macro = None
     if vec is not None and all(v.type.dtype == out_dtype for v in ins):
