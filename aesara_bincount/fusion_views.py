@@ -13,11 +13,12 @@ moves a ``Reshape`` to one dimension (``flatten``, ``reshape(-1)``) of an
     Bincount(Reshape{1}(Elemwise(a, b, s)), n, w)
     -> Bincount(Elemwise(Reshape{1}(a), Reshape{1}(b), s'), n, w)
 
-which is the same array when ``a`` and ``b`` have the Elemwise's shape
-(an ``Assert`` on the shape they are reshaped by checks that they have the
-same shape when the function runs, as the Elemwise would: two arrays of
-other shapes but the same size must not be paired silently; it is on the
-host shape, so GPU arrays stay on the GPU) and ``s`` has one element (a scalar,
+which is the same array when ``a`` and ``b`` have the Elemwise's shape: it
+is done only when their static shapes are known and equal, since Aesara's
+Elemwise broadcasts an axis that is 1 when the function runs, which
+flattening each input would not (otherwise ``bincount_fusion`` takes the
+Elemwise with its dimensions, :mod:`aesara_bincount.fusion_rewriting`), and
+``s`` has one element (a scalar,
 ``theta[None, None]``; it becomes a ``(1,)`` vector).  The flatten of a
 C-contiguous input is a view, so ``local_bincount_fusion`` then computes
 the values in the histogram pass and the flattened array is never written.
@@ -38,10 +39,7 @@ from aesara.compile import optdb
 from aesara.graph.basic import Constant
 from aesara.graph.rewriting.basic import in2out, node_rewriter
 from aesara.tensor.basic import constant
-from aesara.raise_op import Assert
 from aesara.tensor.elemwise import Elemwise
-from aesara.tensor.math import all as at_all
-from aesara.tensor.math import eq
 from aesara.tensor.shape import Reshape
 
 from aesara_bincount.fusion_rewriting import _only_client, fusion_db
@@ -50,7 +48,6 @@ from aesara_bincount_core.op import Bincount
 
 __all__ = ["local_bincount_flatten_elemwise"]
 
-_SAME_SHAPE = "bincount: the inputs of a flattened elementwise x or weights must have the same shape"
 
 
 def _flatten_of(fgraph, e, client, shape, leaves, depth: int = 8):
@@ -99,14 +96,19 @@ def _flattened(fgraph, node, v):
     leaves = []
     if _flatten_of(fgraph, e, v.owner, None, leaves) is None or leaves == [e]:
         return None
-    # The Elemwise would refuse arrays of different shapes; so does the
-    # Assert, on the (host) shape that every array is reshaped by, which
-    # keeps the errors of the Reshape itself.
-    if len(leaves) > 1:
-        same = [at_all(eq(other.shape, leaves[0].shape)) for other in leaves[1:]]
-        shape = Assert(_SAME_SHAPE)(shape, *same)
-    out = _flatten_of(fgraph, e, v.owner, shape, [])
-    return out
+    # Arrays of several dimensions are paired element by element only when
+    # their static shapes say they are the same: Aesara's Elemwise broadcasts
+    # an axis that is 1 when the function runs, which a flatten of each would
+    # not (bincount_fusion then takes the Elemwise with its dimensions).
+    if len(leaves) > 1 and not _same_static_shape(leaves):
+        return None
+    return _flatten_of(fgraph, e, v.owner, shape, [])
+
+
+def _same_static_shape(arrays) -> bool:
+    """Whether the static shapes of ``arrays`` are all known and equal."""
+    shapes = {a.type.shape for a in arrays}
+    return len(shapes) == 1 and None not in next(iter(shapes))
 
 
 @node_rewriter([Bincount])
