@@ -13,12 +13,13 @@ moves a ``Reshape`` to one dimension (``flatten``, ``reshape(-1)``) of an
     Bincount(Reshape{1}(Elemwise(a, b, s)), n, w)
     -> Bincount(Elemwise(Reshape{1}(a), Reshape{1}(b), s'), n, w)
 
-which is the same array when ``a`` and ``b`` have the Elemwise's shape: it
-is done only when their static shapes are known and equal, since Aesara's
-Elemwise broadcasts an axis that is 1 when the function runs, which
-flattening each input would not (otherwise ``bincount_fusion`` takes the
-Elemwise with its dimensions, :mod:`aesara_bincount.fusion_rewriting`), and
-``s`` has one element (a scalar,
+which is the same array when ``a`` and ``b`` have the Elemwise's shape.
+Aesara's Elemwise also broadcasts an axis that is 1 when the function runs
+(a ``(5, 1)`` matrix with a ``(5, 6)`` one), which flattening each input
+would not: so the flatten moves only when the static shapes of ``a`` and
+``b`` are known and equal (otherwise ``bincount_fusion`` takes the
+Elemwise with its dimensions on the CPU; on the GPU the Elemwise and the
+bincount stay two kernels); and ``s`` has one element (a scalar,
 ``theta[None, None]``; it becomes a ``(1,)`` vector).  The flatten of a
 C-contiguous input is a view, so ``local_bincount_fusion`` then computes
 the values in the histogram pass and the flattened array is never written.
@@ -100,6 +101,8 @@ def _flattened(fgraph, node, v):
     # their static shapes say they are the same: Aesara's Elemwise broadcasts
     # an axis that is 1 when the function runs, which a flatten of each would
     # not (bincount_fusion then takes the Elemwise with its dimensions).
+    # Aesara's BroadcastTo cannot help: its C code crashes on shapes that do
+    # not broadcast.
     if len(leaves) > 1 and not _same_static_shape(leaves):
         return None
     return _flatten_of(fgraph, e, v.owner, shape, [])

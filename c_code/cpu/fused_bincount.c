@@ -219,13 +219,17 @@ static int APPLY_SPECIFIC(bc_f_run_direct)(BC_FCTX *ctx, PyArrayObject **res)
     APPLY_SPECIFIC(bc_f_task)(ctx, 0, 0);
     h->bins = NULL; /* the output's: not freed with the histograms */
     status = h->status;
-    if (status == BC_F_OK && !BC_SCATTER) {
+    if (status == BC_F_OK) {
         npy_intp b = cap;
         while (!BC_F_TRACK_MAX && b > ctx->n && ((const BC_ACC_T *)PyArray_DATA(out))[b - 1] == 0)
             b--;
         if (!BC_F_TRACK_MAX && b > ctx->n)
             h->max_seen = (npy_uint64)(b - 1);
-        if (h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
+        /* As in bc_f_run: in the scatter-add form an index in [n, cap)
+         * passed the loop's range test; otherwise the output grows to it. */
+        if (BC_SCATTER && h->length > 0 && h->max_seen >= (npy_uint64)ctx->n)
+            status = BC_F_RANGE;
+        else if (!BC_SCATTER && h->length > 0 && (npy_intp)h->max_seen + 1 > nbins)
             nbins = (npy_intp)h->max_seen + 1;
     }
     if (status == BC_F_OK && nbins < cap) {

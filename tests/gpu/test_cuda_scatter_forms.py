@@ -183,11 +183,17 @@ def test_gpu_fusion_through_a_flatten_of_an_elementwise_x():
 
     Av = np.arange(12, dtype="int64").reshape(3, 4) % 5
     Bv = (np.arange(12, dtype="int64").reshape(3, 4) * 7) % 3
-    A, B = gpu.shared(Av, name="A"), gpu.shared(Bv, name="B")
+    # static shapes that show A and B alike (else an axis of length 1 at run time may broadcast)
+    A, B = gpu.shared(Av, name="A", shape=Av.shape), gpu.shared(Bv, name="B", shape=Bv.shape)
     f = aesara.function([], bincount((A * 3 + B).flatten()))
     ops = names(f)
     assert "GpuFusedBincount" in ops and "GpuElemwise" not in ops, ops
     np.testing.assert_array_equal(to_host(f()), np.bincount((Av * 3 + Bv).ravel()))
+    # An axis of length 1 when the function runs broadcasts, as in Aesara's Elemwise.
+    Cv = np.arange(3, dtype="int64").reshape(3, 1)
+    C = gpu.shared(Cv, name="C")
+    g = aesara.function([], bincount((C * 3 + B).flatten()))
+    np.testing.assert_array_equal(to_host(g()), np.bincount((Cv * 3 + Bv).ravel()))
 
 
 # -- integer-index sets of GPU data (item 2): GpuScatterSet ------------------------

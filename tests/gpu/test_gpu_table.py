@@ -355,6 +355,19 @@ def test_unbroadcast_is_the_array_itself():
     check([], [unbroadcast(X, 0) * 2, unbroadcast(X.T, 1).sum(axis=0)], {"Unbroadcast"})
 
 
+def test_broadcast_to_is_a_view_of_the_gpu_array():
+    # the flatten of a broadcasting elementwise x of a bincount puts one on each input
+    X = gpu.shared(_floats((3, 1), "float64"))
+    k = at.lscalar("k")
+    check([k], [at.extra_ops.broadcast_to(X, (3, k)) * 2, at.extra_ops.broadcast_to(X[:, 0], (2, 3)).sum(axis=0)],
+          {"BroadcastTo"}, args=(4,))  # fmt: skip
+    f, ref = compile_pair([k], at.extra_ops.broadcast_to(X, (k, 2)) + 1)
+    assert "BroadcastTo" in hosted(f)
+    with pytest.raises(ValueError):  # shapes that do not broadcast: CuPy's ValueError
+        f(2)  # (not ref: Aesara 2.9.4's own C code of BroadcastTo crashes on them)
+    assert_same(f(3), ref(3))
+
+
 def test_clip_runs_as_a_gpu_elemwise():
     x = gpu.shared(np.array([-2.0, -0.0, 0.0, 0.25, np.nan, np.inf]))
     f, ref = compile_pair([], at.clip(x, -0.5, 0.5))
