@@ -51,7 +51,16 @@ def check_sparse_graph(f, W):
         if node is not found[0] and any(i is root for i in node.inputs):
             # W is only read: gathered, or its shape taken.
             assert "AdvancedSubtensor1" in name or name.startswith("Shape"), str(node.op)
-    assert fg.outputs[list(fg.update_mapping)[0]] is found[0].outputs[0]
+    assert _through_call_end(fg.outputs[list(fg.update_mapping)[0]]) is found[0].outputs[0]
+
+
+def _through_call_end(var):
+    """``var``, or the value a GPU call's ``GpuCallEnd`` passes through as ``var`` (a view)."""
+    node = var.owner
+    if node is None or type(node.op).__name__ != "GpuCallEnd":
+        return var
+    (source,) = node.op.view_map[node.outputs.index(var)]
+    return node.inputs[source]
 
 
 def _loss(Wi, t):

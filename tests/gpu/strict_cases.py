@@ -26,7 +26,8 @@ The cases (``CASES``; the docs' development page says why these):
 - ``scatter_set``: ``GpuScatterSet`` with duplicate rows (the last wins);
 - ``elemwise``: ``GpuElemwise`` kernels, contiguous and strided;
 - ``multi_index``: ``W[rows, cols]`` (the multi-index gather: the index
-  check kernel, then CuPy's take), a row gather ``W[idx]`` and the
+  check kernel, then CuPy's take), a row gather ``W[idx]`` (its rows
+  checked by ``GpuIndexCheck``, read with the call's status) and the
   multi-index scatter-add ``inc_subtensor(Z[rows, cols], v)``;
 - ``threads`` (asynchronous mode only): two threads at once, each calling
   a bincount to the host and one kept on the GPU (the compiled Ops'
@@ -267,7 +268,7 @@ def multi_index(check):
     gv = gpu.shared(np.zeros(500, "float32"))
     zeros = at.zeros((ROWS, WIDTH), dtype="float32")
     f = aesara.function([], [gw[gi, gj], gw[gi], at.inc_subtensor(zeros[gi, gj], gv)])
-    expect_ops(f, "GpuAdvancedSubtensor1", "GpuScatterAdd")
+    expect_ops(f, "GpuAdvancedSubtensor1", "GpuIndexCheck", "GpuScatterAdd")
     for seed in ROUNDS:
         w = values(seed + 7, ROWS * WIDTH, "float32").reshape(ROWS, WIDTH)
         i, j, v = hot(seed, 500, ROWS), hot(seed + 5, 500, WIDTH) - (seed == 2) * WIDTH, values(seed, 500, "float32")

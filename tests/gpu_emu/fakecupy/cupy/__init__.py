@@ -255,6 +255,20 @@ class ndarray:
 
         return method
 
+    def take(self, indices, axis=None, out=None):
+        # CuPy 13's take checks nothing: an index out of range wraps around
+        # (NumPy's mode="wrap" steps one length at a time: a modulo here).
+        _drain()
+        ind = _np.asarray(_unwrap(indices, False))
+        n = self._a.size if axis is None else self._a.shape[axis]
+        if n and ind.dtype.kind in "iu":
+            ind = ind % n
+        taken = self._a.take(ind, axis=axis)
+        if out is None:
+            return _wrap(taken, self._device)
+        out._a[...] = taken
+        return out
+
     def __getitem__(self, key):
         _drain()
         parts = key if isinstance(key, tuple) else (key,)
