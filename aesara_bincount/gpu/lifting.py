@@ -72,7 +72,7 @@ from aesara_bincount.gpu.placement import gpu_constant, place_host_values
 from aesara_bincount.gpu.rewriting import (
     _from_gpu,
     _on_gpu,
-    local_gpu_bincount,
+    local_gpu_bincount_checked,
     local_gpu_scatter_add_checked,
     local_gpu_scatter_set_checked,
 )
@@ -280,7 +280,7 @@ def _the_walk():
     """The walk over the lifters registered so far (made again when one was added)."""
     global _walk
     if _walk is None or _walk.n_lifters != len(LIFTERS):
-        _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
+        _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount_checked,
                        local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
                        name="gpu_lift_walk")  # fmt: skip
         _walk.n_lifters = len(LIFTERS)
@@ -307,7 +307,9 @@ class GpuLift(GraphRewriter):
         if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
             _fusion.apply(fgraph)
         _the_walk().apply(fgraph)
-        if place_host_values(fgraph, lift_node):
+        # a walk after a placement can lift nodes that read what the placement moved
+        # (the scatter-add of a gradient), whose host inputs the next placement places
+        while place_host_values(fgraph, lift_node):
             _the_walk().apply(fgraph)
         lift_host_arguments(fgraph)
 

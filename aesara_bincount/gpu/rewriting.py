@@ -44,11 +44,14 @@ lifters, so that they see lifted inputs and the nodes after them see their
 GPU results; their own registrations here do that work when the lifting is
 excluded.
 """
+import numpy as np
 from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
+from aesara.tensor.basic import cast, constant, stack
 from aesara.tensor.shape import Shape, Shape_i
 
+from aesara_bincount.gpu.placement import gpu_constant
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.call_status import GpuCallStatus
@@ -63,6 +66,7 @@ from aesara_bincount_core.scatter_set import ScatterSet
 
 __all__ = [
     "local_gpu_bincount",
+    "local_gpu_bincount_checked",
     "local_gpu_scatter_add",
     "local_gpu_scatter_add_checked",
     "local_gpu_scatter_set_checked",
@@ -89,11 +93,10 @@ def _on_gpu(v):
     return gpu_from_host(v)
 
 
-@node_rewriter([Bincount])
-def local_gpu_bincount(fgraph, node):
-    """Replace ``Bincount(HostFromGpu(gx), ...)`` by ``HostFromGpu(GpuBincount(gx, ...))``."""
+def _gpu_bincount(node, call_status: bool):
+    """``node`` (a ``Bincount``) on the GPU when its data is there, else None (see below)."""
     if type(node.op) is not Bincount:
-        return False
+        return None
     found = _gpu_source(node.inputs[0])
     if found is None:
         # A scatter-add of GPU increments with host indices (the gradient of
@@ -102,17 +105,47 @@ def local_gpu_bincount(fgraph, node):
         # the scatter-add of rows onto zeros.
         gpu_weights = len(node.inputs) > 2 and _from_gpu(node.inputs[2]) is not None
         if node.op.mode != "scatter" or not (gpu_weights or _shape_of_gpu_array(node.inputs[1])):
-            return False
+            return None
         found = gpu_from_host(node.inputs[0]), []
     gx, asserts = found
-    inputs = [gx, node.inputs[1]]
-    if len(node.inputs) > 2:
-        inputs.append(_on_gpu(node.inputs[2]))
     old = node.outputs[0]
-    out = host_from_gpu(GpuBincount(node.op.mode, out_dtype=old.type.dtype)(*inputs))
+    if call_status and node.op.mode == "scatter":
+        # issue 39: exactly n bins, so nothing to wait for but the index check,
+        # which the call's status takes: the scatter-add of rows onto zeros((n,))
+        n = cast(node.inputs[1], "int64")
+        status = GpuCallStatus()()
+        rows = checked_rows(gx, "scatter-add", n, status)
+        if len(node.inputs) > 2:
+            increments = _on_gpu(node.inputs[2])
+        else:
+            increments = gpu_constant(constant(np.ones((), old.type.dtype)))
+        new = GpuScatterAdd("zeros", call_status=True)(stack([n]), increments, rows, status)
+    else:
+        inputs = [gx, node.inputs[1]]
+        if len(node.inputs) > 2:
+            inputs.append(_on_gpu(node.inputs[2]))
+        new = GpuBincount(node.op.mode, out_dtype=old.type.dtype)(*inputs)
+    out = host_from_gpu(new)
     for a in asserts:
         out = Assert(a.op.msg)(out, *a.inputs[1:])
     return replacement_for(old, out)
+
+
+@node_rewriter([Bincount])
+def local_gpu_bincount(fgraph, node):
+    """Replace ``Bincount(HostFromGpu(gx), ...)`` by ``HostFromGpu(GpuBincount(gx, ...))``."""
+    return _gpu_bincount(node, call_status=False) or False
+
+
+@node_rewriter([Bincount])
+def local_gpu_bincount_checked(fgraph, node):
+    """:func:`local_gpu_bincount` as the lifting pass does it: a ``"scatter"``
+    mode ``Bincount`` (exactly ``n`` bins: the gradient of ``v[idx]``, ``v``
+    a vector) becomes the scatter-add of rows onto zeros, its indices checked
+    on the device into the call's status, with no wait (``GpuBincount``
+    waits for its own check); a count keeps ``GpuBincount`` (its length is
+    ``max(x) + 1``: a wait by nature)."""
+    return _gpu_bincount(node, call_status=True) or False
 
 
 optdb.register(
