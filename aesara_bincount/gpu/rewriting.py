@@ -44,14 +44,11 @@ lifters, so that they see lifted inputs and the nodes after them see their
 GPU results; their own registrations here do that work when the lifting is
 excluded.
 """
-import numpy as np
 from aesara.compile import optdb
 from aesara.graph.rewriting.basic import copy_stack_trace, in2out, node_rewriter
 from aesara.raise_op import Assert
-from aesara.tensor.basic import cast, constant, stack
 from aesara.tensor.shape import Shape, Shape_i
 
-from aesara_bincount.gpu.placement import gpu_constant
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.call_status import GpuCallStatus
@@ -109,22 +106,17 @@ def _gpu_bincount(node, call_status: bool):
         found = gpu_from_host(node.inputs[0]), []
     gx, asserts = found
     old = node.outputs[0]
-    if call_status and node.op.mode == "scatter":
-        # issue 39: exactly n bins, so nothing to wait for but the index check,
-        # which the call's status takes: the scatter-add of rows onto zeros((n,))
-        n = cast(node.inputs[1], "int64")
-        status = GpuCallStatus()()
-        rows = checked_rows(gx, "scatter-add", n, status)
-        if len(node.inputs) > 2:
-            increments = _on_gpu(node.inputs[2])
-        else:
-            increments = gpu_constant(constant(np.ones((), old.type.dtype)))
-        new = GpuScatterAdd("zeros", call_status=True)(stack([n]), increments, rows, status)
-    else:
-        inputs = [gx, node.inputs[1]]
-        if len(node.inputs) > 2:
-            inputs.append(_on_gpu(node.inputs[2]))
-        new = GpuBincount(node.op.mode, out_dtype=old.type.dtype)(*inputs)
+    # issue 39: with exactly n bins the Op would only wait for its index check, which
+    # the call's status takes (read once, when the call ends); not for indices that a
+    # GpuElemwise computes, which the fusion computes inside the Op's kernel instead
+    computed = gx.owner is not None and type(gx.owner.op).__name__ == "GpuElemwise"
+    checked = call_status and node.op.mode == "scatter" and not computed
+    if checked:
+        gx = checked_rows(gx, "scatter-add", node.inputs[1], GpuCallStatus()())
+    inputs = [gx, node.inputs[1]]
+    if len(node.inputs) > 2:
+        inputs.append(_on_gpu(node.inputs[2]))
+    new = GpuBincount(node.op.mode, out_dtype=old.type.dtype, checked=checked)(*inputs)
     out = host_from_gpu(new)
     for a in asserts:
         out = Assert(a.op.msg)(out, *a.inputs[1:])
@@ -139,12 +131,14 @@ def local_gpu_bincount(fgraph, node):
 
 @node_rewriter([Bincount])
 def local_gpu_bincount_checked(fgraph, node):
-    """:func:`local_gpu_bincount` as the lifting pass does it: a ``"scatter"``
-    mode ``Bincount`` (exactly ``n`` bins: the gradient of ``v[idx]``, ``v``
-    a vector) becomes the scatter-add of rows onto zeros, its indices checked
-    on the device into the call's status, with no wait (``GpuBincount``
-    waits for its own check); a count keeps ``GpuBincount`` (its length is
-    ``max(x) + 1``: a wait by nature)."""
+    """:func:`local_gpu_bincount` as the lifting pass does it: in the
+    ``"scatter"`` mode (exactly ``n`` bins: the gradient of ``v[idx]``, ``v`` a
+    vector) the indices are checked on the device into the call's status
+    (``GpuIndexCheck``) and ``GpuBincount`` (``checked``) does not wait;
+    indices computed by a ``GpuElemwise`` are left to the fusion, which
+    computes them inside the Op's kernel, and the Op checks them itself (one
+    wait); a count still waits once (its length is ``max(x) + 1``: a wait by
+    nature)."""
     return _gpu_bincount(node, call_status=True) or False
 
 
