@@ -44,7 +44,7 @@ from aesara.tensor.nnet import categorical_crossentropy, hard_sigmoid, softmax
 __all__ = ["LOOPS", "Program", "ctmc", "graph_conv", "gru_lm", "lstm_sentiment", "rnn_ctc"]
 
 #: A ported program: ``functions`` maps a name to ``(inputs, outputs, updates)``
-#: for ``aesara.function``, ``calls`` lists ``(name, args)`` in the order the
+#: for ``aesara.function`` (and a dict of its other arguments: ``givens``...), ``calls`` lists ``(name, args)`` in the order the
 #: original calls them, ``params`` the shared variables a step changes.
 Program = collections.namedtuple("Program", "functions calls params")
 
@@ -121,7 +121,7 @@ def lstm_sentiment(shared, seed=3, T=4, B=3, vocab=12, dim=4, classes=2):
     y0 = rng.integers(0, classes, B).astype("int64")
     functions = {
         "f_grad_shared": ([x, mask, y], cost, zgup + rg2up),
-        "f_update": ([lr], [], ru2up + param_up),
+        "f_update": ([lr], [], ru2up + param_up, {"on_unused_input": "ignore"}),
         "f_pred": ([x, mask], pred.argmax(axis=1), []),
     }
     calls = [("f_grad_shared", (x0, mask0, y0)), ("f_update", (np.float32(0.0001),)), ("f_pred", (x0, mask0))]

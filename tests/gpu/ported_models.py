@@ -148,7 +148,7 @@ def denoising_autoencoder(shared, seed=10, n_visible=6, n_hidden=4, batch_size=3
     updates = [(p, p - learning_rate * g) for p, g in zip(params, aesara.grad(cost, params))]
     index = at.lscalar()
     givens = {x: train_set_x[index * batch_size : (index + 1) * batch_size]}
-    functions = {"train_da": ([index], cost, updates, givens)}
+    functions = {"train_da": ([index], cost, updates, {"givens": givens})}
     return Program(functions, [("train_da", (1,))], params)
 
 
