@@ -308,8 +308,11 @@ class GpuLift(GraphRewriter):
             _fusion.apply(fgraph)
         _the_walk().apply(fgraph)
         # a walk after a placement can lift nodes that read what the placement moved
-        # (the scatter-add of a gradient), whose host inputs the next placement places
-        while place_host_values(fgraph, lift_node):
+        # (the scatter-add of a gradient), whose host inputs the next placement places;
+        # each round moves nodes to the GPU, never back (at most _ROUNDS, a guard)
+        for _ in range(_ROUNDS):
+            if not place_host_values(fgraph, lift_node):
+                break
             _the_walk().apply(fgraph)
         lift_host_arguments(fgraph)
 
@@ -329,6 +332,8 @@ def lift_fgraph(fgraph) -> None:
 
 
 _fusion = FusionOptimizer(local_elemwise_fusion)
+#: The most rounds of placement and walk of one pass.
+_ROUNDS = 16
 #: The pass (registered once in ``optdb``, see the module docstring).
 gpu_lift = GpuLift()
 gpu_lift.name = "gpu_lift"
