@@ -328,6 +328,29 @@ def test_fake_cupy_refuses_implicit_conversion_to_numpy(fake_cupy):
     assert a.__cuda_array_interface__["data"][0] == a.data.ptr
 
 
+def test_fake_cupy_counts_a_wait_for_every_read_of_device_values(fake_cupy):
+    """As CuPy 13, whose reads of a device array on the host synchronise: bool,
+    int, float, complex, index, item, tolist, tobytes, printing, get and
+    asnumpy each count a wait and a device-to-host copy; shapes, views,
+    device arithmetic and a Python loop over the rows do not."""
+    a = fake_cupy.asarray(np.array([2.5, -1.0, 3.0]))
+    reads = [
+        lambda: bool(a[0]), lambda: int(a[1]), lambda: float(a[2]), lambda: complex(a[0]),
+        lambda: [0, 1, 2, 3][a[1].astype("int64") + 2], lambda: a[0].item(), lambda: a.tolist(),
+        lambda: a.tobytes(), lambda: repr(a), lambda: str(a), lambda: a.get(), lambda: fake_cupy.asnumpy(a),
+        lambda: a[0] > 0 and 1,
+    ]  # fmt: skip
+    for read in reads:
+        before = fake_cupy.counters["sync"], fake_cupy.counters["d2h"]
+        read()
+        assert (fake_cupy.counters["sync"] - before[0], fake_cupy.counters["d2h"] - before[1]) == (1, 1), read
+    before = fake_cupy.counters["sync"], fake_cupy.counters["d2h"]
+    b = (a * 2)[1:].reshape(2, 1) + a.sum()
+    rows = [r for r in b]
+    assert len(rows) == 2 and b.shape == (2, 1) and b.dtype == np.float64
+    assert (fake_cupy.counters["sync"], fake_cupy.counters["d2h"]) == before
+
+
 def test_in_same_class_updates_and_givens_with_a_more_precise_shape(fake_cupy):
     """Issue 39, item 4: an update or a ``givens`` replacement whose static
     shape is more precise than the GPU shared variable's is accepted, as

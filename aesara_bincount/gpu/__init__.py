@@ -20,7 +20,8 @@ CuPy:
 - ``gpu_call_end`` (:mod:`aesara_bincount.gpu.call_end`): the results for
   the host and the call's status come back in one copy, with one wait;
 - :func:`report` (``aesara_bincount.gpu.report(f)``): the transfers inside a
-  compiled function, the Op that caused each and why it stayed on the host.
+  compiled function, the Op that caused each and why it stayed on the host,
+  and the GPU nodes that wait inside a call (:func:`inner_waits`).
 
 CuPy is imported only when a GPU value is made or read, so ``import
 aesara_bincount`` costs nothing on a machine without CuPy or GPU.  Install the
@@ -41,7 +42,7 @@ from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from
 from aesara_bincount_core.cuda.kernels import GpuUnavailableError, availability, bincount_cupy, is_available
 from aesara_bincount_core.gpu.op import GpuBincount, gpu_bincount
 from aesara_bincount.gpu.rewriting import local_gpu_bincount, local_gpu_scatter_add, local_gpu_scatter_set
-from aesara_bincount.gpu.transfer_report import report
+from aesara_bincount.gpu.transfer_report import inner_waits, report
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
 from aesara_bincount_core.gpu.type import CupyArray, GpuArrayType
@@ -97,6 +98,7 @@ __all__ = [
     "lifting",
     "rewriting",
     "register_cupy_arrays",
+    "inner_waits",
     "report",
     "shared",
 ]

@@ -98,7 +98,7 @@ def local_gpu_bincount_fusion(fgraph, node):
         return False
     old = node.outputs[0]
     op = GpuFusedBincount(node.op.mode, old.type.dtype, x_op=x_op, w_op=w_op, weighted=w is not None,
-                          deterministic=node.op.deterministic)
+                          deterministic=node.op.deterministic, checked=node.op.checked)
     out = op(*x_ins, n, *w_ins)
     return replacement_for(old, out)
 

@@ -72,7 +72,7 @@ from aesara_bincount.gpu.placement import gpu_constant, place_host_values
 from aesara_bincount.gpu.rewriting import (
     _from_gpu,
     _on_gpu,
-    local_gpu_bincount,
+    local_gpu_bincount_checked,
     local_gpu_scatter_add_checked,
     local_gpu_scatter_set_checked,
 )
@@ -280,7 +280,7 @@ def _the_walk():
     """The walk over the lifters registered so far (made again when one was added)."""
     global _walk
     if _walk is None or _walk.n_lifters != len(LIFTERS):
-        _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount,
+        _walk = in2out(local_gpu_multi_index_gather_lifted, *LIFTERS, local_gpu_bincount_checked,
                        local_gpu_scatter_add_checked, local_gpu_scatter_set_checked,
                        name="gpu_lift_walk")  # fmt: skip
         _walk.n_lifters = len(LIFTERS)
@@ -307,7 +307,12 @@ class GpuLift(GraphRewriter):
         if GpuElemwise is not None and config.tensor__local_elemwise_fusion:
             _fusion.apply(fgraph)
         _the_walk().apply(fgraph)
-        if place_host_values(fgraph, lift_node):
+        # a walk after a placement can lift nodes that read what the placement moved
+        # (the scatter-add of a gradient), whose host inputs the next placement places;
+        # each round moves nodes to the GPU, never back (at most _ROUNDS, a guard)
+        for _ in range(_ROUNDS):
+            if not place_host_values(fgraph, lift_node):
+                break
             _the_walk().apply(fgraph)
         lift_host_arguments(fgraph)
 
@@ -327,6 +332,8 @@ def lift_fgraph(fgraph) -> None:
 
 
 _fusion = FusionOptimizer(local_elemwise_fusion)
+#: The most rounds of placement and walk of one pass.
+_ROUNDS = 16
 #: The pass (registered once in ``optdb``, see the module docstring).
 gpu_lift = GpuLift()
 gpu_lift.name = "gpu_lift"

@@ -66,17 +66,56 @@ def _fill(v):
 
 
 def _all_users_on_gpu(fgraph, node) -> bool:
-    for out in node.outputs:
+    """Whether every used output of ``node`` goes to GPU work, the outputs its
+    GPU implementation keeps on the host (``LinearIndex``'s shape) aside."""
+    host_outputs = getattr(gpu_entry(node.op), "host_outputs", ())
+    used = False
+    for k, out in enumerate(node.outputs):
         users = fgraph.clients.get(out, [])
-        if not users or any(c == "output" or not isinstance(c.op, GpuFromHost) for c, _ in users):
+        if k in host_outputs or not users:
+            continue
+        if any(c == "output" or not isinstance(c.op, GpuFromHost) for c, _ in users):
             return False
-    return True
+        used = True
+    return used
 
 
 def _liftable(fgraph, node, lift_node) -> bool:
     if isinstance(node.op, (GpuFromHost, HostFromGpu)) or not _all_users_on_gpu(fgraph, node):
         return False
     return lift_node(node, check_only=True)
+
+
+def _from_inputs(v, lift_node, depth: int = 8) -> bool:
+    """Whether the host value ``v`` is made from the function's inputs and constants
+    alone by nodes that have a GPU implementation (at most ``depth`` deep): a GPU
+    twin of it then costs no copy inside the call (rule 2b)."""
+    if v.owner is None or _one_element(v):
+        return True
+    node = v.owner
+    if depth == 0 or isinstance(node.op, (GpuFromHost, HostFromGpu)) or not lift_node(node, check_only=True):
+        return False
+    return all(_from_inputs(i, lift_node, depth - 1) for i in node.inputs if isinstance(i.type, TensorType))
+
+
+def _gpu_twin(fgraph, node, lift_node) -> bool:
+    """Rule 2b: ``node`` is ``GpuFromHost(v)``, ``v`` also read on the host and made from
+    the function's inputs by nodes that have a GPU implementation (``q[4:10]`` of a
+    sampler's ``q``): the GPU work reads a GPU twin of ``v``'s node, whose inputs go
+    to the GPU by the rules above (an input at the start of the call), and the host
+    readers keep the host node.  Whether it was done."""
+    producer = node.inputs[0].owner
+    if not _from_inputs(node.inputs[0], lift_node):
+        return False
+    outputs = lift_node(producer)
+    if outputs is None:
+        return False
+    k = producer.outputs.index(node.inputs[0])
+    twin = outputs[k].owner.inputs[0] if isinstance(outputs[k].owner.op, HostFromGpu) else None
+    if twin is None or not node.outputs[0].type.is_super(twin.type):
+        return False
+    fgraph.replace_all_validate([(node.outputs[0], twin)], reason="gpu_placement")
+    return True
 
 
 def place_host_values(fgraph, lift_node) -> bool:
@@ -118,6 +157,9 @@ def place_host_values(fgraph, lift_node) -> bool:
                 if outputs is not None:
                     fgraph.replace_all_validate(list(zip(producer.outputs, outputs)), reason="gpu_placement")
                     changed = changed_any = True
+                continue
+            elif _gpu_twin(fgraph, node, lift_node):
+                changed = changed_any = True
                 continue
             if new is not None and new.type == node.outputs[0].type:
                 fgraph.replace_all_validate([(node.outputs[0], new)], reason="gpu_placement")

@@ -61,8 +61,14 @@ from aesara_bincount_core.op import Bincount
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.scatter_set import ScatterSet
 
+try:  # gpu-elemwise's Op (its fusion into GpuBincount computes the indices in the kernel)
+    from aesara_bincount_core.gpu.elemwise import GpuElemwise
+except ImportError:  # pragma: no cover - depends on the branch
+    GpuElemwise = None
+
 __all__ = [
     "local_gpu_bincount",
+    "local_gpu_bincount_checked",
     "local_gpu_scatter_add",
     "local_gpu_scatter_add_checked",
     "local_gpu_scatter_set_checked",
@@ -89,11 +95,10 @@ def _on_gpu(v):
     return gpu_from_host(v)
 
 
-@node_rewriter([Bincount])
-def local_gpu_bincount(fgraph, node):
-    """Replace ``Bincount(HostFromGpu(gx), ...)`` by ``HostFromGpu(GpuBincount(gx, ...))``."""
+def _gpu_bincount(node, call_status: bool):
+    """``node`` (a ``Bincount``) on the GPU when its data is there, else None (see below)."""
     if type(node.op) is not Bincount:
-        return False
+        return None
     found = _gpu_source(node.inputs[0])
     if found is None:
         # A scatter-add of GPU increments with host indices (the gradient of
@@ -102,17 +107,44 @@ def local_gpu_bincount(fgraph, node):
         # the scatter-add of rows onto zeros.
         gpu_weights = len(node.inputs) > 2 and _from_gpu(node.inputs[2]) is not None
         if node.op.mode != "scatter" or not (gpu_weights or _shape_of_gpu_array(node.inputs[1])):
-            return False
+            return None
         found = gpu_from_host(node.inputs[0]), []
     gx, asserts = found
+    old = node.outputs[0]
+    # issue 39: with exactly n bins the Op would only wait for its index check, which
+    # the call's status takes (read once, when the call ends); not for indices that a
+    # GpuElemwise computes, which the fusion computes inside the Op's kernel instead
+    computed = GpuElemwise is not None and gx.owner is not None and isinstance(gx.owner.op, GpuElemwise)
+    checked = call_status and node.op.mode == "scatter" and not computed
+    if checked:
+        gx = checked_rows(gx, "scatter-add", node.inputs[1], GpuCallStatus()())
     inputs = [gx, node.inputs[1]]
     if len(node.inputs) > 2:
         inputs.append(_on_gpu(node.inputs[2]))
-    old = node.outputs[0]
-    out = host_from_gpu(GpuBincount(node.op.mode, out_dtype=old.type.dtype)(*inputs))
+    new = GpuBincount(node.op.mode, out_dtype=old.type.dtype, checked=checked)(*inputs)
+    out = host_from_gpu(new)
     for a in asserts:
         out = Assert(a.op.msg)(out, *a.inputs[1:])
     return replacement_for(old, out)
+
+
+@node_rewriter([Bincount])
+def local_gpu_bincount(fgraph, node):
+    """Replace ``Bincount(HostFromGpu(gx), ...)`` by ``HostFromGpu(GpuBincount(gx, ...))``."""
+    return _gpu_bincount(node, call_status=False) or False
+
+
+@node_rewriter([Bincount])
+def local_gpu_bincount_checked(fgraph, node):
+    """:func:`local_gpu_bincount` as the lifting pass does it: in the
+    ``"scatter"`` mode (exactly ``n`` bins: the gradient of ``v[idx]``, ``v`` a
+    vector) the indices are checked on the device into the call's status
+    (``GpuIndexCheck``) and ``GpuBincount`` (``checked``) does not wait;
+    indices computed by a ``GpuElemwise`` are left to the fusion, which
+    computes them inside the Op's kernel, and the Op checks them itself (one
+    wait); a count still waits once (its length is ``max(x) + 1``: a wait by
+    nature)."""
+    return _gpu_bincount(node, call_status=True) or False
 
 
 optdb.register(

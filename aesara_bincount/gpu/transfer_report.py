@@ -9,7 +9,9 @@ Each node left on the host costs one copy of each GPU input to the host and
 one copy of its result back.  :func:`report` lists those copies with the
 node that caused each and the reason it stayed on the host
 (:func:`why_on_host`: no GPU entry for its Op, its entry refused it and
-why, it computes from host values only...);
+why, it computes from host values only...), then the GPU nodes that wait
+for the device inside a call by nature (:func:`inner_waits`: a bincount's
+length, the count of a boolean mask);
 ``python -m aesara_bincount --gpu-report FILE.py`` runs a script and reports
 on every function it compiles.
 """
@@ -20,17 +22,24 @@ from typing import List, Optional, TextIO
 
 from aesara.compile.function.types import Function
 from aesara.scan.op import Scan
+from aesara.tensor.basic import Nonzero
 from aesara.tensor.elemwise import Elemwise
+from aesara.tensor.subtensor import AdvancedSubtensor
 
 from aesara_bincount.gpu.scan import loop_input_reason, loop_output_reason, scan_problem
+from aesara_bincount_core.gpu.gather import GpuAdvancedSubtensor1
+from aesara_bincount_core.gpu.op import GpuBincount
+from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
+from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
 from aesara_bincount_core.gpu.table import gpu_entry, gpu_problem
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu
+from aesara_bincount_core.gpu.type import GpuArrayType
 from aesara_bincount_core.op import Bincount
 from aesara_bincount_core.scatter_add import ScatterAdd
 from aesara_bincount_core.scatter_set import ScatterSet
 from aesara_bincount_core.semantics import OUT_DTYPES, SET_DTYPES
 
-__all__ = ["Transfer", "inner_transfers", "report", "report_file", "why_on_host"]
+__all__ = ["Transfer", "Wait", "inner_transfers", "inner_waits", "report", "report_file", "why_on_host"]
 
 
 def _from_gpu(v) -> bool:
@@ -207,8 +216,96 @@ def _graph_transfers(fgraph, loop) -> List[Transfer]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """A GPU node that waits for the device inside a call (issue 39), by nature.
+
+    Attributes
+    ----------
+    node : aesara.graph.basic.Apply
+    reason : str
+        What it reads on the host, and why.
+    loop : aesara.graph.basic.Apply or None
+        The loop whose inner graph holds it (a wait at every step), or None.
+    """
+
+    node: object
+    reason: str
+    loop: object = None
+
+    def __str__(self):
+        where = "" if self.loop is None else f"inside {self.loop.op}, at every step: "
+        return f"{where}{self.node.op} waits: {self.reason}"
+
+
+def why_it_waits(node) -> Optional[str]:
+    """What the GPU node ``node`` reads back on the host inside a call, or None.
+
+    Parameters
+    ----------
+    node : aesara.graph.basic.Apply
+
+    Returns
+    -------
+    str or None
+        The reason of the wait: a length that depends on the data (a
+        bincount's ``max(x) + 1``, the count of non-zeros, of a boolean
+        mask), or an Op's own index check read back (an Op made outside the
+        lifting pass, which checks into the call's status instead).
+    """
+    op = node.op
+    if isinstance(op, GpuBincount):
+        if op.mode == "bincount":
+            return "its length is max(x) + 1, read on the host (a count's length depends on the data)"
+        if op.checked:
+            return None
+        computed = " (its indices are computed inside its kernel)" if getattr(op, "x_op", None) else ""
+        return "it reads its own index check on the host" + computed
+    if isinstance(op, (GpuAdvancedSubtensor1, GpuScatterAdd, GpuScatterSet)):
+        checked = getattr(op, "checked", False) or getattr(op, "call_status", False)
+        return None if checked else "it reads its own index check on the host"
+    host_op = getattr(op, "host_op", None)
+    if isinstance(host_op, Nonzero):
+        return "the length of its result is the count of non-zeros, read on the host"
+    if isinstance(host_op, AdvancedSubtensor) and any(
+        isinstance(v.type, GpuArrayType) and v.type.dtype == "bool" and v.type.ndim > 0 for v in node.inputs
+    ):
+        return "CuPy reads the count of its boolean mask on the host (the length of the result)"
+    return None
+
+
+def inner_waits(f: Function) -> List[Wait]:
+    """The GPU nodes of ``f`` (and of its loops) that wait inside a call, by nature.
+
+    Besides the one wait of a call (``GpuCallEnd``: the results for the host
+    and the call's status), a node waits when what it makes depends on its
+    data (:func:`why_it_waits`); the copies around host nodes are
+    :func:`inner_transfers`'.
+
+    Parameters
+    ----------
+    f : aesara.compile.function.types.Function
+
+    Returns
+    -------
+    list of Wait
+    """
+    return _graph_waits(f.maker.fgraph, None)
+
+
+def _graph_waits(fgraph, loop) -> List[Wait]:
+    found = [Wait(n, r, loop) for n in fgraph.toposort() for r in [why_it_waits(n)] if r is not None]
+    for node in fgraph.toposort():
+        if isinstance(node.op, Scan):
+            found += _graph_waits(node.op.fn.maker.fgraph, node)
+    return found
+
+
 def report(f: Function, file: Optional[TextIO] = None) -> List[Transfer]:
     """Print the transfers inside ``f`` and the Op that caused each; return them.
+
+    The GPU nodes that wait inside a call by nature (:func:`inner_waits`) are
+    printed after them.
 
     Parameters
     ----------
@@ -227,6 +324,11 @@ def report(f: Function, file: Optional[TextIO] = None) -> List[Transfer]:
     print(f"{name}: {len(found)} transfer(s) between host and GPU inside", file=out)
     for t in found:
         print(f"  {t}", file=out)
+    waits = inner_waits(f)
+    if waits:
+        print(f"{name}: {len(waits)} node(s) that wait for the GPU inside, besides the call's end", file=out)
+        for w in waits:
+            print(f"  {w}", file=out)
     return found
 
 

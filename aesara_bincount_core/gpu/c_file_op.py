@@ -78,11 +78,11 @@ class GpuCFileOp(CFileOp):
 
     def props_str(self):
         """The Op's name and props, ``deterministic`` only when it is not
-        ``"default"`` and ``to_host`` only when set (so that dprint of a
+        ``"default"``, ``to_host`` and ``checked`` only when set (so that dprint of a
         default graph reads as before).  A subclass with ``__props__`` sets
         ``__str__ = GpuCFileOp.props_str`` (Aesara gives each such class a
         ``__str__`` of its own otherwise)."""
-        quiet = {"deterministic": "default", "to_host": False}
+        quiet = {"deterministic": "default", "to_host": False, "checked": False}
         props = [p for p in self.__props__ if p not in quiet or getattr(self, p) != quiet[p]]
         return f"{type(self).__name__}{{{', '.join(f'{p}={getattr(self, p)!r}' for p in props)}}}"
 

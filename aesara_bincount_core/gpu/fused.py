@@ -109,15 +109,15 @@ class GpuFusedBincount(GpuBincount):
     messages are GpuBincount's.
     """
 
-    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "deterministic", "to_host")
+    __props__ = ("mode", "out_dtype", "x_op", "w_op", "weighted", "deterministic", "to_host", "checked")
     _cop_num_inputs = None
     c_function = "gpu_bincount_fused"
     kernel_sources = GpuBincount.kernel_sources + (scalar_codegen.CUDA_PREAMBLE,)
     version = 1
 
     def __init__(self, mode: str = "bincount", out_dtype=None, x_op=None, w_op=None, weighted=None,
-                 deterministic=None, to_host=False):
-        super().__init__(mode, out_dtype, deterministic, to_host)
+                 deterministic=None, to_host=False, checked=False):
+        super().__init__(mode, out_dtype, deterministic, to_host, checked)
         for what, sop in (("x_op", x_op), ("w_op", w_op)):
             if sop is not None and (not isinstance(sop, aes.Composite) or sop.nout != 1):
                 raise TypeError(f"GpuFusedBincount: {what} must be a Composite with one output, got {sop}")
@@ -141,6 +141,8 @@ class GpuFusedBincount(GpuBincount):
             parts.append(f"weights={self.w_op}")
         if self.to_host:
             parts.append("to_host=True")
+        if self.checked:
+            parts.append("checked=True")
         if self.deterministic != "default":
             parts.append(f"deterministic={self.deterministic!r}")
         return f"GpuFusedBincount{{{', '.join(parts)}}}"

@@ -47,6 +47,13 @@ class GpuBincount(GpuCFileOp):
         sizes alone (``c_code/cuda/bincount_det.cuh``), so that every call
         returns the same bits; integer results are exact either way.  Shown
         by ``dprint`` when ``"more"``; part of the cache key.
+    checked : bool, optional
+        ``"scatter"`` mode only: ``x`` holds int64 indices already checked
+        on the device
+        (:class:`~aesara_bincount_core.gpu.index_check.GpuIndexCheck`, into
+        the call's status, read once when the call ends), so the Op does not
+        wait: with exactly ``n`` bins nothing is left to read back.  Set by
+        the lifting pass (issue 39); not meant to be set by hand.
     to_host : bool, optional
         The output is a host tensor (``numpy.ndarray``) instead of a GPU
         array: the Op also does the work of the ``HostFromGpu`` that would
@@ -107,9 +114,10 @@ class GpuBincount(GpuCFileOp):
     names the cause.
     """
 
-    __props__ = ("mode", "out_dtype", "deterministic", "to_host")
-    #: For Ops pickled before the prop existed.
+    __props__ = ("mode", "out_dtype", "deterministic", "to_host", "checked")
+    #: For Ops pickled before the props existed.
     to_host = False
+    checked = False
     __str__ = GpuCFileOp.props_str
     _cop_num_inputs = 3
     _cop_num_outputs = 1
@@ -133,9 +141,12 @@ class GpuBincount(GpuCFileOp):
     version = 2
 
     def __init__(self, mode: str = "bincount", out_dtype: Optional[str] = None,
-                 deterministic: Optional[str] = None, to_host: bool = False):
+                 deterministic: Optional[str] = None, to_host: bool = False, checked: bool = False):
         self.mode, self.out_dtype = check_props(type(self).__name__, mode, out_dtype)
         self.to_host = bool(to_host)
+        self.checked = bool(checked)
+        if self.checked and self.mode != "scatter":
+            raise ValueError(f"{type(self).__name__}: checked indices are for the 'scatter' mode only")
         self.deterministic = check_deterministic(type(self).__name__, deterministic)
         GpuCFileOp.__init__(self)
 
@@ -164,6 +175,7 @@ class GpuBincount(GpuCFileOp):
             "BC_SHARED_ITEMSIZE": np.dtype(out_dtype).itemsize if det else acc.shared_itemsize,
             "BC_DETERMINISTIC": int(det),
             "BC_TO_HOST": int(self.to_host),
+            "BC_CHECKED": int(self.checked),
         }
 
     def c_flags(self, node):

@@ -53,7 +53,9 @@
  * codes of the output and of the accumulator buffer), BC_BUF_ITEMSIZE and
  * BC_SHARED_ITEMSIZE, BC_TO_HOST (0 or 1: the result comes back to the host
  * in one copy, cuda_host/bincount_to_host.h; the deterministic sum's bucket
- * path takes the device path, then a copy), and BC_DETERMINISTIC (1: float weights summed by
+ * path takes the device path, then a copy), BC_CHECKED (1: x holds indices checked on the
+ * device into the call's status; the scatter-add form then does not wait), and
+ * BC_DETERMINISTIC (1: float weights summed by
  * bc_cuda_bincount_det of cuda_host/bincount_det_launch.h, whose kernels
  * BC_HIST_KERNEL and BC_FINISH_KERNEL then name); the fused Op also BC_FUSED_KINDS, BC_FUSED_NX (see
  * gpu_bincount_fused), BC_FUSED_ITEMSIZES (the inputs' itemsizes, a C array
@@ -77,6 +79,9 @@
 #define BC_BUF_ITEMSIZE 8
 #define BC_SHARED_ITEMSIZE 4
 #define BC_DETERMINISTIC 0
+#endif
+#ifndef BC_CHECKED
+#define BC_CHECKED 0
 #endif
 #ifndef BC_TO_HOST
 #define BC_TO_HOST 0 /* standalone: -DBC_TO_HOST=1 compiles the other form */
@@ -281,6 +286,7 @@ static int APPLY_SPECIFIC(bc_gpu_call)(const bc_cuda_bincount_call *call, PyObje
         bc_cupy_current_stream(&stream) != 0)
         return -1;
     c.scatter = BC_SCATTER;
+    c.checked = BC_CHECKED;
     c.x_signed = BC_X_SIGNED;
     c.out_dtype = BC_OUT_DTYPE;
     c.out_itemsize = ITEMSIZE_OUTPUT_0;

@@ -5,8 +5,10 @@ Test code only.  Arrays are :class:`ndarray`, a wrapper of a NumPy array
 which refuses implicit conversion to NumPy as CuPy 13 does
 (``numpy.asarray(a)`` raises TypeError); with ``FAKE_CUDA`` pointing
 at tests/gpu_emu's fake libcuda, the CUDA kernels run on CPU threads over
-this memory.  ``get()`` and ``asnumpy`` count as a synchronization (``counters["sync"]``)
-and a device-to-host copy (``counters["d2h"]``); ``asarray`` and ``array`` of
+this memory.  ``get()``, ``asnumpy``, ``item()``, ``tolist()``, ``bool()``,
+``int()``, ``float()``, ``__index__`` and printing of a device array count as
+a synchronization (``counters["sync"]``) and a device-to-host copy
+(``counters["d2h"]``), as each waits for the device in CuPy 13; ``asarray`` and ``array`` of
 host data count as a host-to-device copy (``counters["h2d"]``), arrays that a
 kernel makes (``full``, ``arange``, results) do not; ``counters["alloc"]``
 counts allocations from the pool.
@@ -75,6 +77,14 @@ alloc_hooks = []
 POISON = 0xDB
 
 _local = threading.local()
+
+
+def _read_back():
+    """Count what CuPy 13 does to read a device array on the host (``get()``,
+    ``asnumpy``, ``item()``, ``bool()``, ``int()``, ``float()``, ``__index__``,
+    ``tolist()``, printing): a wait for the stream and a device-to-host copy."""
+    counters["sync"] += 1
+    counters["d2h"] += 1
 
 
 def _current_device() -> int:
@@ -204,9 +214,7 @@ class ndarray:
     def get(self, stream=None):
         # A synchronous copy into pageable memory, as CuPy's: a wait and a
         # device-to-host copy.
-        counters["sync"] += 1
-        counters["d2h"] += 1
-        _drain()
+        _read_back()
         return _np.array(self._a, copy=True)
 
     def __array__(self, *args, **kwargs):
@@ -246,8 +254,13 @@ class ndarray:
         value = getattr(self._a, name)
         if not callable(value):
             return _wrap(value, self._device)
-        if name in ("item", "tolist", "tobytes"):
-            return value
+        if name in ("item", "tolist", "tobytes"):  # CuPy copies to the host: a wait
+
+            def read(*args, **kwargs):
+                _read_back()
+                return value(*args, **kwargs)
+
+            return read
 
         def method(*args, **kwargs):
             _drain()
@@ -286,28 +299,33 @@ class ndarray:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    # -- what reads the values on the host: CuPy copies them back, a wait each
     def __repr__(self):
-        _drain()
+        _read_back()
         return repr(self._a).replace("array(", "fakecupy.array(", 1)
 
     def __str__(self):
-        _drain()
+        _read_back()
         return str(self._a)
 
     def __bool__(self):
-        _drain()
+        _read_back()
         return bool(self._a)
 
     def __int__(self):
-        _drain()
+        _read_back()
         return int(self._a)
 
     def __float__(self):
-        _drain()
+        _read_back()
         return float(self._a)
 
+    def __complex__(self):
+        _read_back()
+        return complex(self._a)
+
     def __index__(self):
-        _drain()
+        _read_back()
         return self._a.__index__()
 
     def __hash__(self):
