@@ -85,6 +85,7 @@ def _read_back():
     ``tolist()``, printing): a wait for the stream and a device-to-host copy."""
     counters["sync"] += 1
     counters["d2h"] += 1
+    _drain()
 
 
 def _current_device() -> int:
