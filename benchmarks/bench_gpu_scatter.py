@@ -10,15 +10,13 @@ numpy's assignment on host copies between transfers):
 
 ``confusion matrix``
     ``inc_subtensor(zeros((K, K))[y, p], 1)``, ``y``, ``p`` int64 GPU
-    vectors of N = 1e6 pairs, K = 100 (``--small``: 2,000, K = 10).  The
-    indices go to the host; with constant increments onto zeros of a
-    constant shape the scatter-add then runs on the host
-    (``MultiIndexScatterAdd``, which checks them as ``LinearIndex`` does) and
-    the (K, K) result is copied to the GPU.
+    vectors of N = 1e6 pairs, K = 100 (``--small``: 2,000, K = 10), on the
+    GPU: the pairs joined into rows and checked on the device (the call's
+    status), then ``GpuScatterAdd`` onto zeros.
 ``batched bincount``
     ``inc_subtensor(zeros((B, 100))[arange(B)[:, None], x], 1)``, ``x`` an
     int64 GPU matrix of B = 1000 rows of 1000 values (``--small``: 20 x 50
-    into 10 bins); on the host, as the confusion matrix.
+    into 10 bins); on the GPU, as the confusion matrix.
 ``NLL gradient``
     ``grad(-log(P)[arange(n), y].sum(), P)``, ``P`` a float32 GPU matrix of
     n = 1e5 rows of K = 1000 (``--small``: 200 x 20), ``y`` int64 on the GPU:

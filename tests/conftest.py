@@ -152,9 +152,12 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=dropped)
     if getattr(config.option, "numprocesses", None):
         # Under pytest-xdist the long tests (marked slow: the emulated GPU suite, the GPU
-        # dry run...) go first, so that no worker starts one when the others are done.
-        # A stable sort: every worker must collect the same order.
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        # dry run...) go first, so that no worker starts one when the others are done;
+        # the emulated GPU suite, the longest by far, first of all (xdist hands the
+        # first tests out one per worker in turn, and each worker runs its own in
+        # order).  A stable sort: every worker must collect the same order.
+        items.sort(key=lambda item: (not item.nodeid.endswith("::test_gpu_suite_on_the_cpu_emulation"),
+                                     item.get_closest_marker("slow") is None))
 
 
 def _mark_gpu_variants(items):

@@ -29,6 +29,7 @@ from aesara_bincount_core.cuda import driver as _driver
 from aesara_bincount_core.cuda import modules
 from aesara_bincount_core.cuda.sources import THREADS
 from aesara_bincount_core.gpu.call_status import failure_code, raise_recorded
+from aesara_bincount_core.gpu.elemwise_layout import check_arrays
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.semantics import INDEX_DTYPES, _msg
@@ -82,6 +83,9 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
 
     Raises
     ------
+    ValueError
+        At once: ``idx`` is on another device than the current one, or its
+        address or a stride is not a multiple of its itemsize.
     Exception
         At once, only when ``n`` is 0 and ``idx`` is not empty (no row 0 to
         read instead): the failure recorded before in the call, else this
@@ -97,6 +101,9 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
     ``idx`` whose strides give no 1-D view is copied first.
     """
     cp = cupy_module()
+    # A misaligned index array would end the CUDA context in the check
+    # kernel, and in a copy of CuPy's too: refused here, before any launch.
+    check_arrays("the index check", [idx], cp.cuda.runtime.getDevice())
     flat = idx.reshape(-1)  # a copy only when the strides give no 1-D view
     rows = cp.empty(flat.shape[0], dtype="int64")
     if flat.shape[0] == 0:
@@ -104,8 +111,6 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
     if n == 0:
         raise_recorded(cp.asnumpy(status))
         raise builder(0, int(flat[0].get()), n, *extra, *(0,) * (2 - len(extra)))
-    if flat.strides[0] % flat.itemsize:
-        flat = flat.copy()
     check, record, resident = modules.check_kernels(idx.dtype.name)
     p = _CheckParams(flat.data.ptr, rows.data.ptr, status.data.ptr, flat.shape[0],
                      flat.strides[0] // flat.itemsize, n, int(wrap), failure_code(key, builder),

@@ -30,12 +30,11 @@ def test_small_rows_agree_with_aesaras_graph():
 
 
 # The confusion matrix and the batched bincount of GPU indices with constant
-# increments run their scatter-add on the host today: nothing puts the
-# zero-filled (K, K) result on the GPU, so the host's one-pass scatter
-# (MultiIndexScatterAdd, which checks the indices as LinearIndex does) runs and
-# the result is copied (the benchmark measures that path).
-@pytest.mark.parametrize("name, op", [("confusion matrix", "MultiIndexScatterAdd"),
-                                      ("batched bincount", "MultiIndexScatterAdd"),
+# increments run on the GPU too: the placement puts the zero-filled result
+# there, the indices are joined into rows on the device and checked with the
+# call's status, and GpuScatterAdd adds them.
+@pytest.mark.parametrize("name, op", [("confusion matrix", "GpuScatterAdd"),
+                                      ("batched bincount", "GpuScatterAdd"),
                                       ("NLL gradient", "GpuScatterAdd"), ("set, duplicates", "GpuScatterSet")])
 def test_each_row_runs_its_scatter_where_the_docs_say(name, op):
     bench = load_bench("bench_gpu_scatter")

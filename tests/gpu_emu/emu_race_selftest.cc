@@ -31,7 +31,7 @@
  */
 #include "cuda_emu.h"
 
-#include "bincount_cuda_device.cuh"
+#include "cuda/device_helpers.cuh"
 
 #include <cstring>
 
