@@ -57,8 +57,8 @@ gpu-emulated: $(STAMP)
 	  rm -f $$log; echo "gpu-emulated: not every test passed (a skip counts as a failure here)"; exit 1; \
 	fi; rm -f $$log
 
-## The short GPU set: gpu-emulated with GPU_PER_FILE (3) GPU tests of each file.
-GPU_PER_FILE ?= 3
+## The short GPU set: gpu-emulated with GPU_PER_FILE (1) GPU test of each file.
+GPU_PER_FILE ?= 1
 gpu-emulated-short:
 	@AESARA_BINCOUNT_GPU_PER_FILE=$(GPU_PER_FILE) $(MAKE) --no-print-directory gpu-emulated
 

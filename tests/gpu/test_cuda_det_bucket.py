@@ -145,6 +145,7 @@ def test_many_bins_range_errors_as_in_the_window_passes():
     np.testing.assert_array_equal(ok(), np.bincount(x, minlength=10_000).astype("float64"))
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not EMULATED, reason="needs the emulation's device settings")
 def test_windows_counters_in_global_memory_give_the_same_bits():
     """With 8 KB of shared memory per block, 2,200,000 float64 bins (2,149

@@ -154,11 +154,13 @@ def _fused_cases(x_dtype, w_dtype):
     ]
 
 
-@pytest.mark.parametrize("x_dtype, w_dtype", [("uint8", "float32"), ("uint16", "float64"),
-                                              ("int32", "float32"), ("int64", "float64")])
+@pytest.mark.parametrize("x_dtype, w_dtype", [("uint8", "float32"), ("int64", "float64"),
+                                              pytest.param("uint16", "float64", marks=pytest.mark.long),
+                                              pytest.param("int32", "float32", marks=pytest.mark.long)])
 def test_fused_bincount_at_every_offset_and_length(x_dtype, w_dtype):
     """x of every size (1 to 8 bytes: 4 elements a vector, 2 for int64) and
-    the two weights inputs, each at offsets 0 ... 3 and 4 (aligned again for
+    the two weights inputs (make test: 1- and 8-byte x, float32 and float64
+    weights; make test-long: the 2- and 4-byte x too), each at offsets 0 ... 3 and 4 (aligned again for
     the narrow dtypes), lengths 0 ... 9, against the CPU graph."""
     n_all = 16
     xh = RNG.integers(0, 60, n_all).astype(x_dtype)
