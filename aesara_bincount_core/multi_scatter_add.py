@@ -1,5 +1,4 @@
 """The CPU :class:`MultiIndexScatterAdd` Op: a scatter-add with several index arrays in one pass."""
-from typing import Optional
 
 from aesara.gradient import DisconnectedType
 from aesara.graph.basic import Apply
@@ -7,15 +6,14 @@ from aesara.tensor.basic import as_tensor_variable, cast
 from aesara.tensor.subtensor import _sum_grad_over_bcasted_dims, advanced_subtensor1
 from aesara.tensor.type import TensorType, discrete_dtypes
 
-from aesara_bincount_core.c_file_op import OpenMPCFileOp
 from aesara_bincount_core.linear_index import LinearIndex
-from aesara_bincount_core.scatter_add import ScatterAdd, check_scatter_props, static_length_vector
+from aesara_bincount_core.scatter_add import ScatterAdd, ScatterAddProps, static_length_vector
 from aesara_bincount_core.semantics import INDEX_DTYPES, index_dtype_mask, reference_multi_index_scatter_add
 
 __all__ = ["MultiIndexScatterAdd"]
 
 
-class MultiIndexScatterAdd(OpenMPCFileOp):
+class MultiIndexScatterAdd(ScatterAddProps):
     r"""``ScatterAdd(base, inc, LinearIndex(dims, idx_0, ...).flat)`` in one pass.
 
     ``MultiIndexScatterAdd(onto)(base, increments, dims, idx_0, ...,
@@ -99,24 +97,9 @@ class MultiIndexScatterAdd(OpenMPCFileOp):
     c_sources = ("common/host_helpers.h", "cpu/worker_pool.h", "common/scatter_checks.h", "cpu/multi_scatter_add.c")
     c_function = "cpu_multi_scatter_add"
 
-    def __init__(self, onto: str = "base", inplace: bool = False, openmp: Optional[bool] = None):
-        self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
-        if self.inplace:
-            self.destroy_map = {0: [0]}
-        OpenMPCFileOp.__init__(self, openmp=openmp)
-
-    def clone_inplace(self) -> "MultiIndexScatterAdd":
-        """The same Op, adding into its base in place."""
-        return type(self)(onto=self.onto, inplace=True, openmp=self.openmp)
-
     def c_flags(self, node):
-        return {
-            "SA_ONTO_ZEROS": int(self.onto == "zeros"),
-            "SA_INPLACE": int(self.inplace),
-            "SA_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
-            "LI_NIDX": len(node.inputs) - 3,
-            "LI_DTYPE_MASK": index_dtype_mask(i.type.dtype for i in node.inputs[3:]),
-        }
+        return dict(self.scatter_flags(node), LI_NIDX=len(node.inputs) - 3,
+                    LI_DTYPE_MASK=index_dtype_mask(i.type.dtype for i in node.inputs[3:]))
 
     def make_node(self, base, increments, dims, *indices):
         name = type(self).__name__

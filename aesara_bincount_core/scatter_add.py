@@ -21,7 +21,31 @@ from aesara_bincount_core.semantics import (
 __all__ = ["ScatterAdd", "scatter_add", "check_scatter_props", "static_length_vector"]
 
 
-class ScatterAdd(OpenMPCFileOp):
+class ScatterAddProps(OpenMPCFileOp):
+    """What the scatter-add Ops of the CPU share: the props ``onto`` and
+    ``inplace`` (checked by :func:`check_scatter_props`; ``inplace`` destroys
+    the base, input 0), their in-place clone and their common macros."""
+
+    def __init__(self, onto: str = "base", inplace: bool = False, openmp: Optional[bool] = None):
+        self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
+        OpenMPCFileOp.__init__(self, openmp=openmp)
+
+    def clone_inplace(self):
+        """The same Op, adding into its base in place."""
+        return type(self)(onto=self.onto, inplace=True, openmp=self.openmp)
+
+    def scatter_flags(self, node) -> dict:
+        """The macros of the scatter-add's C code that every such Op sets."""
+        return {
+            "SA_ONTO_ZEROS": int(self.onto == "zeros"),
+            "SA_INPLACE": int(self.inplace),
+            "SA_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
+        }
+
+
+class ScatterAdd(ScatterAddProps):
     r"""Add rows of increments into the rows of a base that integer indices name.
 
     The Op computes::
@@ -134,23 +158,8 @@ class ScatterAdd(OpenMPCFileOp):
     )
     c_function = "cpu_scatter_add"
 
-    def __init__(self, onto: str = "base", inplace: bool = False, openmp: Optional[bool] = None):
-        self.onto, self.inplace = check_scatter_props(type(self).__name__, onto, inplace)
-        if self.inplace:
-            self.destroy_map = {0: [0]}
-        OpenMPCFileOp.__init__(self, openmp=openmp)
-
-    def clone_inplace(self) -> "ScatterAdd":
-        """The same Op, adding into its base in place."""
-        return type(self)(onto=self.onto, inplace=True, openmp=self.openmp)
-
     def c_flags(self, node):
-        return {
-            "SA_ONTO_ZEROS": int(self.onto == "zeros"),
-            "SA_INPLACE": int(self.inplace),
-            "SA_OUT_FLOAT": int(node.outputs[0].dtype.startswith("float")),
-            "SA_IDX_SIGNED": int(node.inputs[2].dtype.startswith("int")),
-        }
+        return dict(self.scatter_flags(node), SA_IDX_SIGNED=int(node.inputs[2].dtype.startswith("int")))
 
     # -- graph -------------------------------------------------------------
     #: How the base, the increments and idx become variables, and the
