@@ -62,9 +62,8 @@ GPU_PER_FILE ?= 1
 gpu-emulated-short:
 	@AESARA_BINCOUNT_GPU_PER_FILE=$(GPU_PER_FILE) $(MAKE) --no-print-directory gpu-emulated
 
-## The main job, a short emulated GPU set (gpu-emulated-short: a few GPU tests of
-## each file; make test runs them all on Python 3.11) and the GPU dry run on
-## Python 3.12 (the GPU machine's) with the GPU bundle's pinned versions
+## The main job and the GPU dry run (every stage of scripts/gpu_check.sh on the
+## emulation) on Python 3.12 (the GPU machine's) with the GPU bundle's pinned versions
 ## (PY312_PINS, checked against make_bundle.sh by tests/test_python_versions.py),
 ## in a venv of its own.  The Python 3.12 is PYTHON312, else python3.12 on PATH, else pyenv's;
 ## none is an error.  CI runs this after make test.
@@ -75,7 +74,7 @@ test-py312:
 	@py="$(PYTHON312)"; [ -n "$$py" ] || py=$$(bash scripts/python_check.sh --find 3.12) || exit 1; \
 	echo "test-py312: $$py in $(PY312_VENV), pins $(PY312_PINS)"; \
 	$(MAKE) --no-print-directory -k VENV=$(PY312_VENV) PYTHON="$$py" PIP_CONSTRAINTS=$(PY312_PINS) \
-	  demo gpu-emulated-short gpu-dry-run
+	  demo gpu-dry-run
 
 ## The main job: the seed case, checked against numpy.bincount and timed.
 ## bincount uses no BLAS, so Aesara's BLAS probe (pages of numpy.distutils
@@ -90,7 +89,7 @@ demo: $(STAMP)
 ## in this process), each with an Aesara compile directory of its own.
 TEST_JOBS ?= auto
 test: $(DOCS_STAMP)
-	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 ## The test-suite without the slow tests and the docs build.
 test-fast: $(STAMP)
@@ -172,11 +171,14 @@ gpu-bundle:
 	bash $(GPU_ENV)/make_bundle.sh .gpu-bundle 3.12
 
 ## The long tier, run before each stop and not by CI: the tests marked long (the
-## exhaustive grids and long fuzzing that make test leaves out), on the CPU, then
-## on the CPU emulation of the GPU (tests/gpu_emu).  Docs: Development, "Test tiers".
+## exhaustive grids and long fuzzing that make test leaves out) and the whole compile
+## sweep on the CPU, then every GPU test on the CPU emulation of the GPU
+## (tests/gpu_emu; make test runs each GPU grid's each-choice cover only).
+## Docs: Development, "Test tiers".
 test-long: $(DOCS_STAMP)
-	AESARA_BINCOUNT_LONG=1 $(PY) -m pytest -n $(TEST_JOBS) -m "long and not gpu" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	AESARA_BINCOUNT_LONG=1 $(PY) tests/gpu_emu/run.py -n $(TEST_JOBS) -m "long and gpu" tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	AESARA_BINCOUNT_LONG=1 $(PY) -m pytest -n $(TEST_JOBS) --dist worksteal -m "long and not gpu" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	AESARA_BINCOUNT_LONG=1 $(PY) -m pytest tests/test_compile_sweep.py $(PYTEST_ARGS)
+	AESARA_BINCOUNT_LONG=1 $(PY) tests/gpu_emu/run.py -n $(TEST_JOBS) --dist worksteal -m "gpu and not slow" tests $(PYTEST_ARGS)
 
 ## The differential fuzz tests with many examples (by hand: about an hour on 2 cores).
 fuzz-long: $(STAMP)

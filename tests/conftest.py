@@ -115,8 +115,41 @@ def pytest_generate_tests(metafunc):
 
 
 #: ``AESARA_BINCOUNT_GPU_PER_FILE=N``: of each file's GPU tests, run N only (the short
-#: GPU set of ``make test-py312``; ``tests/test_gpu_emulated.py`` passes it on).
+#: GPU set of ``make gpu-emulated-short``; ``tests/test_gpu_emulated.py`` passes it on).
 GPU_PER_FILE = int(os.environ.get("AESARA_BINCOUNT_GPU_PER_FILE") or 0)
+
+
+#: ``AESARA_BINCOUNT_GPU_GRID=each`` (``make test``'s emulated GPU suite, which
+#: ``tests/test_gpu_emulated.py`` runs so unless ``AESARA_BINCOUNT_LONG=1``): of each
+#: parametrized GPU test, only the cases that give each value of each parameter once
+#: (the each-choice cover); ``make test-long`` runs every case.
+GPU_GRID = os.environ.get("AESARA_BINCOUNT_GPU_GRID", "")
+
+
+def each_choice(items):
+    """``items`` with each parametrized GPU test cut to the cases that cover every value
+    of every parameter at least once (the others are returned apart).
+
+    A case is kept, in the collection's order, when it brings a value of a parameter
+    that no kept case of its test has yet; a test's first case is always kept, so is
+    every test without parameters, and every CPU test.  Cases already skipped cover
+    nothing.
+    """
+    covered, kept, dropped = {}, [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("gpu") is None or callspec is None or item.get_closest_marker("skip"):
+            kept.append(item)
+            continue
+        seen = covered.setdefault(item.nodeid.split("[")[0], set())
+        # the values, not the indices: a list of tuples gives each case an index of its own
+        choices = {(name, repr(value)) for name, value in callspec.params.items()}
+        if not seen or not choices <= seen:
+            seen |= choices
+            kept.append(item)
+        else:
+            dropped.append(item)
+    return kept, dropped
 
 
 def gpu_sample(items, per_file: int):
@@ -139,14 +172,18 @@ def gpu_sample(items, per_file: int):
 
 def pytest_collection_modifyitems(config, items):
     """Skip (with the reason) or xfail the GPU variants that cannot pass; leave out
-    the ``long`` tests unless ``AESARA_BINCOUNT_LONG=1``; keep a few GPU tests per
-    file when ``AESARA_BINCOUNT_GPU_PER_FILE`` says so."""
+    the ``long`` tests unless ``AESARA_BINCOUNT_LONG=1``; cut the GPU grids to
+    their each-choice cover when ``AESARA_BINCOUNT_GPU_GRID=each``; keep a few GPU
+    tests per file when ``AESARA_BINCOUNT_GPU_PER_FILE`` says so."""
     _mark_gpu_variants(items)
     if not LONG:
         dropped = [i for i in items if i.get_closest_marker("long") is not None]
         if dropped:
             items[:] = [i for i in items if i.get_closest_marker("long") is None]
             config.hook.pytest_deselected(items=dropped)
+    if GPU_GRID == "each" and not LONG:
+        items[:], dropped = each_choice(items)
+        config.hook.pytest_deselected(items=dropped)
     if GPU_PER_FILE > 0:
         items[:], dropped = gpu_sample(items, GPU_PER_FILE)
         config.hook.pytest_deselected(items=dropped)

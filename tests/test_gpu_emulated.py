@@ -11,8 +11,9 @@ What runs: ``pytest -m "gpu and not slow" tests`` -- the GPU suite
 argument (``tests/backends.py``, ``tests/conftest.py``: the tests of the CPU
 Op, on ``GpuBincount``).  A test written with ``backend`` joins this run by
 itself.  Hypothesis draws 8 examples here, the same on every run (the ``few`` profile).
-With ``AESARA_BINCOUNT_GPU_PER_FILE=N`` (``make gpu-emulated-short``, which
-``make test-py312`` runs) only N GPU tests of each file run.
+With ``AESARA_BINCOUNT_GPU_PER_FILE=N`` (``make gpu-emulated-short``, run
+by hand) only N GPU tests of each file run; ``make test`` runs each GPU grid's
+each-choice cover (``AESARA_BINCOUNT_GPU_GRID=each``, ``tests/conftest.py``).
 The suite runs in a subprocess, so that the fakes never meet a real CuPy, on
 :func:`jobs` pytest-xdist workers.
 
@@ -57,7 +58,7 @@ MUST_PASS = (
 #: GPU faults as xfail: backends.GPU_KNOWN_FAULTS, since fixed; 558 later that
 #: day, with GpuScatterAdd's tests and the rows tests on it).
 MIN_PASSED = 540
-#: The short set of ``make test-py312``: a few GPU tests per file (tests/conftest.py).
+#: The short set of ``make gpu-emulated-short``: a few GPU tests per file (tests/conftest.py).
 SHORT = bool(os.environ.get("AESARA_BINCOUNT_GPU_PER_FILE"))
 #: A skip on the emulation must give one of these reasons (``conftest.py``: cpu_only and
 #: openmp_on; ``Backend.skip_on_emulation``; tests/gpu: sizes for a real GPU only).
@@ -130,8 +131,9 @@ def test_gpu_suite_on_the_cpu_emulation(tmp_path):
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", "-n", str(jobs()),
-         "-m", "gpu and not slow", f"--junitxml={junit}", "-o", "junit_family=xunit2", "tests"],
-        cwd=ROOT, env=emu.environment(lib), capture_output=True, text=True, timeout=3600,
+         "--dist", "worksteal", "-m", "gpu and not slow", f"--junitxml={junit}", "-o", "junit_family=xunit2", "tests"],
+        cwd=ROOT, env=dict(emu.environment(lib), AESARA_BINCOUNT_GPU_GRID="each"), capture_output=True,
+        text=True, timeout=3600,
     )  # fmt: skip
     tail = (proc.stdout + proc.stderr)[-8000:]
     if junit.exists():
@@ -142,7 +144,7 @@ def test_gpu_suite_on_the_cpu_emulation(tmp_path):
     assert odd_skips == [], f"skips that do not say why the emulation cannot run them: {odd_skips}"
     passed = collections.Counter(module for module, _, out, _ in rows if out == "passed")
     assert [m for m in MUST_PASS if passed[m] == 0] == [], passed
-    # The short set (AESARA_BINCOUNT_GPU_PER_FILE, make test-py312) runs a few tests per file.
+    # The short set (AESARA_BINCOUNT_GPU_PER_FILE, make gpu-emulated-short) runs a few tests per file.
     assert sum(passed.values()) >= (len(MUST_PASS) if SHORT else MIN_PASSED), passed
     # Every test of the GPU run is a GPU variant or a GPU suite test: nothing ran on the CPU.
     not_gpu = [n for module, n, _, _ in rows if not module.startswith("tests.gpu.") and "gpu" not in n]

@@ -52,7 +52,7 @@ from aesara.tensor.shape import Shape, Shape_i
 from aesara_bincount.rewriting import replacement_for
 from aesara_bincount_core.gpu.transfer import GpuFromHost, HostFromGpu, gpu_from_host, host_from_gpu
 from aesara_bincount_core.gpu.call_status import GpuCallStatus
-from aesara_bincount_core.gpu.index_check import checked_rows
+from aesara_bincount_core.gpu.index_check import HISTOGRAM, checked_rows
 from aesara_bincount_core.gpu.op import GpuBincount
 from aesara_bincount_core.gpu.scatter_add import GpuScatterAdd
 from aesara_bincount_core.gpu.scatter_set import GpuScatterSet
@@ -117,7 +117,7 @@ def _gpu_bincount(node, call_status: bool):
     computed = GpuElemwise is not None and gx.owner is not None and isinstance(gx.owner.op, GpuElemwise)
     checked = call_status and node.op.mode == "scatter" and not computed
     if checked:
-        gx = checked_rows(gx, "scatter-add", node.inputs[1], GpuCallStatus()())
+        gx = checked_rows(gx, HISTOGRAM, node.inputs[1], GpuCallStatus()())
     inputs = [gx, node.inputs[1]]
     if len(node.inputs) > 2:
         inputs.append(_on_gpu(node.inputs[2]))

@@ -70,19 +70,9 @@ def launch_error(code: int, a0: int, a1: int, a2: int, uarg: int, text: str) -> 
         }.get(name, (a0, a1))
         return kind(fmt % args)
     if name == "DEVICE":
-        return ValueError(
-            f"bincount: {text} lives on device {a0}, but the current device is {a1}; run it "
-            f"under `with cupy.cuda.Device({a0})`"
-        )
+        return device_error(text, a0, a1)
     if name == "ALIGN":
-        return ValueError(
-            f"bincount on the GPU: {text} is not aligned to its {a0}-byte elements (its device "
-            f"address is {a1} bytes past a 256-byte boundary, its stride {a2} bytes); the GPU "
-            "reads an element only at an address that is a multiple of its size. Such arrays "
-            "come from views at odd byte offsets or DLPack imports: pass an aligned copy (a "
-            "fresh array, filled with a byte copy such as "
-            "new.data.copy_from_device(a.data, a.nbytes) for a contiguous one)"
-        )
+        return align_error(text, a0, a1, a2)
     if name == "DRIVER":
         return (MemoryError if a0 == _OUT_OF_MEMORY else RuntimeError)(
             f"bincount on the GPU: {text}"
@@ -90,3 +80,26 @@ def launch_error(code: int, a0: int, a1: int, a2: int, uarg: int, text: str) -> 
     if name == "LOAD":
         return GpuUnavailableError(f"bincount on the GPU: {text}")
     return RuntimeError(f"bincount on the GPU: launch error {code} ({text})")
+
+
+def device_error(text: str, device: int, current: int) -> ValueError:
+    """``ValueError`` for the array ``text`` on GPU ``device`` used while ``current`` is
+    CuPy's current device (not raised: returned)."""
+    return ValueError(
+        f"bincount: {text} lives on device {device}, but the current device is {current}; run it "
+        f"under `with cupy.cuda.Device({device})`"
+    )
+
+
+def align_error(text: str, itemsize: int, offset: int, stride: int) -> ValueError:
+    """``ValueError`` for the array ``text`` whose address (``offset`` bytes past a
+    256-byte boundary) or ``stride`` is not a multiple of its ``itemsize`` (not
+    raised: returned)."""
+    return ValueError(
+        f"bincount on the GPU: {text} is not aligned to its {itemsize}-byte elements (its device "
+        f"address is {offset} bytes past a 256-byte boundary, its stride {stride} bytes); the GPU "
+        "reads an element only at an address that is a multiple of its size. Such arrays "
+        "come from views at odd byte offsets or DLPack imports: pass an aligned copy (a "
+        "fresh array, filled with a byte copy such as "
+        "new.data.copy_from_device(a.data, a.nbytes) for a contiguous one)"
+    )

@@ -26,15 +26,15 @@ from aesara.graph.op import Op
 from aesara.tensor.basic import as_tensor_variable
 
 from aesara_bincount_core.cuda import driver as _driver
+from aesara_bincount_core.cuda.errors import align_error, device_error
 from aesara_bincount_core.cuda import modules
 from aesara_bincount_core.cuda.sources import THREADS
 from aesara_bincount_core.gpu.call_status import failure_code, raise_recorded
-from aesara_bincount_core.gpu.elemwise_layout import check_arrays
 from aesara_bincount_core.gpu.type import GpuArrayType, cupy_module
 from aesara_bincount_core.linear_index import LinearIndex
 from aesara_bincount_core.semantics import INDEX_DTYPES, _msg
 
-__all__ = ["GpuIndexCheck", "check_indices", "checked_rows", "row_index_error"]
+__all__ = ["HISTOGRAM", "GpuIndexCheck", "check_indices", "checked_rows", "row_index_error"]
 
 
 def _as_text(value: int, unsigned: bool) -> str:
@@ -101,9 +101,15 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
     ``idx`` whose strides give no 1-D view is copied first.
     """
     cp = cupy_module()
-    # A misaligned index array would end the CUDA context in the check
-    # kernel, and in a copy of CuPy's too: refused here, before any launch.
-    check_arrays("the index check", [idx], cp.cuda.runtime.getDevice())
+    # An index array on another device, or misaligned, would end the CUDA
+    # context in the check kernel (and in a copy of CuPy's): refused before
+    # any launch, with the messages of the Ops' own C checks.
+    device = cp.cuda.runtime.getDevice()
+    if idx.data.device_id != device:
+        raise device_error("the index array", idx.data.device_id, device)
+    stride = next((st for st, n in zip(idx.strides, idx.shape) if n > 1 and st % idx.itemsize), 0)
+    if idx.size and (idx.data.ptr % idx.itemsize or stride):
+        raise align_error("the index array", idx.itemsize, idx.data.ptr % 256, stride or idx.itemsize)
     flat = idx.reshape(-1)  # a copy only when the strides give no 1-D view
     rows = cp.empty(flat.shape[0], dtype="int64")
     if flat.shape[0] == 0:
@@ -121,12 +127,21 @@ def check_indices(status, idx, n: int, key, builder, wrap: bool = True, extra=()
     return rows.reshape(idx.shape)
 
 
+#: The verb of the check of a scatter-add onto a vector (``GpuBincount``'s
+#: "scatter" mode): its message is the histogram's (``BC_MSG_INDEX``), as the
+#: CPU ``Bincount`` and ``numpy.add.at`` of a vector word it.
+HISTOGRAM = "scatter-add onto a vector"
+
+
 def row_index_error(verb: str, unsigned: bool):
     """``(key, builder)`` of the row-index failure of the Op that does ``verb`` ("gather",
     "scatter-add"): ``IndexError`` with the message of the scatter-add of rows
-    (``BC_MSG_ROW_INDEX``), opening with ``verb``."""
+    (``BC_MSG_ROW_INDEX``), opening with ``verb``; for :data:`HISTOGRAM`, the
+    message of the scatter-add onto a vector (``BC_MSG_INDEX``)."""
 
     def builder(position, value, n, *unused):
+        if verb == HISTOGRAM:
+            return IndexError(_msg("BC_MSG_INDEX", _as_text(value, unsigned), position, n))
         text = _msg("BC_MSG_ROW_INDEX", _as_text(value, unsigned), position, n)
         return IndexError(text.replace("scatter-add:", f"{verb}:", 1))
 

@@ -71,7 +71,7 @@ EXPECTED = {
     "lasagne mlp": {"train_fn": ([MRG, MRG], [], (1, 1, 4)), "val_fn": ([], [], (1, 1, 2))},
 }  # fmt: skip
 #: The slow ones to compile (their scans), run by ``make test-long`` only.
-LONG = {"lstm sentiment", "gru lm", "ctmc", "ctmc slinalg", "graph conv"}
+LONG = {"lstm sentiment", "gru lm", "ctmc", "ctmc slinalg", "graph conv", "rnn ctc"}
 _HOST_MODE = CPU_MODE.excluding("local_pow_specialize", "local_pow_specialize_device")
 
 
