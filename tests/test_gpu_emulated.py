@@ -175,3 +175,28 @@ def test_short_set_keeps_a_few_gpu_tests_of_each_file():
         # Spread over the file: the first test, and one from its second half.
         assert short_of_file[0] == all_of_file[0], short_of_file
         assert all_of_file.index(short_of_file[1]) >= len(all_of_file) // 2, short_of_file
+
+
+def test_each_choice_keeps_every_value_of_every_parameter_once():
+    """make test's GPU grids: every value of every parameter of a GPU test is kept at
+    least once, a product of two parameters is cut, CPU and skipped tests are kept."""
+    import itertools
+    from types import SimpleNamespace
+
+    from conftest import each_choice
+
+    def item(name, gpu=True, skip=False, **params):
+        marks = {"gpu": gpu, "skip": skip}
+        return SimpleNamespace(nodeid=f"tests/t.py::{name}[x]", callspec=SimpleNamespace(params=params),
+                               get_closest_marker=lambda m: True if marks.get(m) else None)  # fmt: skip
+
+    grid = [item("grid", a=a, b=b) for a, b in itertools.product(range(4), "xyz")]
+    cpu = [item("grid_cpu", gpu=False, a=a, b=b) for a, b in itertools.product(range(4), "xyz")]
+    skipped = [item("grid", skip=True, a=9, b="x")]
+    kept, dropped = each_choice(grid + cpu + skipped)
+    assert len(kept) + len(dropped) == 25 and cpu[0] in kept and skipped[0] in kept
+    ours = [i for i in kept if i in grid]
+    assert {i.callspec.params["a"] for i in ours} == set(range(4))
+    assert {i.callspec.params["b"] for i in ours} == set("xyz")
+    # in collection order: at most one case per value (4 + 3 - 1), not the 12 of the product
+    assert len(ours) <= 6 and ours[0] is grid[0], [i.callspec.params for i in ours]
