@@ -10,6 +10,7 @@ the C :class:`ScatterAdd` Op.  ``mode.excluding("bincount")`` switches the
 rewrites off.
 """
 from aesara_bincount._folding import decline_empty_reduction_folding
+from aesara_bincount._scan_py312 import use_python_scan_loop
 from aesara_bincount._openmp import register_fork_handler
 from aesara_bincount_core.op import Bincount, bincount
 from aesara_bincount.rewriting import BincountMatch, local_bincount, match_bincount
@@ -44,6 +45,9 @@ register_fork_handler()
 
 # No constant_folding tracebacks for the max of an empty constant x: see _folding.py.
 decline_empty_reduction_folding()
+
+# Aesara 2.9's compiled Scan loop does not build on Python 3.12: see _scan_py312.py.
+use_python_scan_loop()
 
 __all__ = [
     "Bincount",
