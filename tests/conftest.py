@@ -187,12 +187,13 @@ def pytest_collection_modifyitems(config, items):
     if GPU_PER_FILE > 0:
         items[:], dropped = gpu_sample(items, GPU_PER_FILE)
         config.hook.pytest_deselected(items=dropped)
-    if getattr(config.option, "numprocesses", None):
+    if os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "numprocesses", None):
         # Under pytest-xdist the long tests (marked slow: the emulated GPU suite, the GPU
         # dry run...) go first, so that no worker starts one when the others are done;
-        # the emulated GPU suite, the longest by far, first of all (xdist hands the
-        # first tests out one per worker in turn, and each worker runs its own in
-        # order).  A stable sort: every worker must collect the same order.
+        # the emulated GPU suite, the longest by far, first of all (the first worker's
+        # share of the tests starts with it, and each worker runs its own in order).  A
+        # stable sort: every worker must collect the same order.  The workers collect
+        # (xdist sets their numprocesses to None: their environment says they are workers).
         items.sort(key=lambda item: (not item.nodeid.endswith("::test_gpu_suite_on_the_cpu_emulation"),
                                      item.get_closest_marker("slow") is None))
 

@@ -200,3 +200,32 @@ def test_each_choice_keeps_every_value_of_every_parameter_once():
     assert {i.callspec.params["b"] for i in ours} == set("xyz")
     # in collection order: at most one case per value (4 + 3 - 1), not the 12 of the product
     assert len(ours) <= 6 and ours[0] is grid[0], [i.callspec.params for i in ours]
+
+
+def test_xdist_workers_put_the_emulated_suite_first(monkeypatch):
+    """Under pytest-xdist the workers collect, with ``numprocesses`` None in their
+    options: the emulated GPU suite must still come first, then the slow tests, each
+    group in collection order (it started 18 minutes into a cold make test when the
+    sort asked the option only)."""
+    from types import SimpleNamespace
+
+    import conftest
+
+    def item(name, slow=False):
+        return SimpleNamespace(nodeid=name, get_closest_marker=lambda m: True if m == "slow" and slow else None)
+
+    items = [item("tests/test_a.py::t"), item("tests/test_b.py::slow_b", slow=True),
+             item("tests/test_gpu_emulated.py::test_gpu_suite_on_the_cpu_emulation", slow=True),
+             item("tests/test_c.py::t"), item("tests/test_d.py::slow_d", slow=True)]  # fmt: skip
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None),
+                             hook=SimpleNamespace(pytest_deselected=lambda items: None))  # fmt: skip
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    ordered = list(items)
+    conftest.pytest_collection_modifyitems(config, ordered)
+    assert [i.nodeid.split("::")[1] for i in ordered] == [
+        "test_gpu_suite_on_the_cpu_emulation", "slow_b", "slow_d", "t", "t"]
+    assert ordered[3] is items[0]
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    unordered = list(items)
+    conftest.pytest_collection_modifyitems(config, unordered)  # one process: file order
+    assert unordered == items

@@ -6,6 +6,7 @@ scatter-add of rows) is compiled to CUBIN for sm_75 and sm_90 (sm_80 too in make
 any warning in NVRTC's log fails the test.  NVRTC comes from the
 ``nvidia-cuda-nvrtc-cu12`` wheel of the test extra.
 """
+import fcntl
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -39,17 +40,23 @@ def compiled(nvrtc_lib):
     """{(family, x dtype, arch): CompiledImage}, compiled in parallel (NVRTC releases the GIL).
 
     The images go to the test cache folder, which the emulated GPU suite
-    (tests/test_gpu_emulated.py) reuses for sm_90.
+    (tests/test_gpu_emulated.py) reuses for sm_90.  One pytest-xdist worker
+    compiles them at a time (a file lock): a second worker then reads them
+    from the cache instead of compiling them all again beside the first.
     """
     old = os.environ.get("AESARA_BINCOUNT_CACHE")
-    os.environ["AESARA_BINCOUNT_CACHE"] = os.path.join(ROOT, ".cache", "tests", "kernels")
+    folder = os.path.join(ROOT, ".cache", "tests", "kernels")
+    os.makedirs(folder, exist_ok=True)
+    os.environ["AESARA_BINCOUNT_CACHE"] = folder
     try:
         jobs = [(f, x, cc) for f in sources.FAMILIES for x in X_DTYPES for cc in ARCHS
                 if f not in ("set", "check") or x == "int64"]  # one module each, compiled as int64
-        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            images = list(
-                pool.map(lambda j: sources.compile_module(j[1], j[2], nvrtc_lib, j[0]), jobs)
-            )
+        with open(os.path.join(folder, ".nvrtc-test.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+                images = list(
+                    pool.map(lambda j: sources.compile_module(j[1], j[2], nvrtc_lib, j[0]), jobs)
+                )
     finally:
         if old is None:
             del os.environ["AESARA_BINCOUNT_CACHE"]
