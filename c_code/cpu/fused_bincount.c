@@ -412,6 +412,7 @@ done:
 #undef BC_F_FAULT
 #undef BC_F_VTEST
 #undef BC_F_WIDE
+#undef BC_F_GROUP
 #undef BC_FMAX
 #undef BC_FW_VEC
 #undef BC_FUSED_WV
