@@ -127,7 +127,11 @@ def test_every_kernel_the_launchers_name_exists(compiled):
                 assert {sources.family_of(n) for n in names} == {"rows"}
 
 
-@pytest.mark.parametrize("name", [sources.KERNEL_SOURCE, sources.ROWS_SOURCE, sources.DEVICE_HEADER, sources.HIST_HEADER,
+# The two largest sources with every dtype instantiated take 40 s each: make test-long
+# (make test compiles them once per dtype, in the fixture above).
+@pytest.mark.parametrize("name", [pytest.param(sources.KERNEL_SOURCE, marks=pytest.mark.long),
+                                  pytest.param(sources.ROWS_SOURCE, marks=pytest.mark.long),
+                                  sources.DEVICE_HEADER, sources.HIST_HEADER,
                                   "cuda/bincount_det.cuh", "cuda/bincount_det_count.cuh", "cuda/bincount_det_bucket.cuh",
                                   "cuda/bincount_det_defs.h", "cuda/scatter_add_det.cuh", "cuda/det_sort.cuh",
                                   "cuda/scatter_add_det_bucket.cuh", "cuda/scatter_add_det_defs.h",
