@@ -49,9 +49,23 @@ def _assert_close_sums(got, want):
     np.testing.assert_allclose(got[fin], want[fin], rtol=0, atol=1e3 * np.finfo(got.dtype).eps * scale)
 
 
-def _assert_same_outcome(fused, unfused, *args):
+def _assert_same_outcome(fused, unfused, *args, outputs=None, mode=UNFUSED):
+    """The same results, or the same exception and message.
+
+    ``outputs``: ``(inputs, outs)`` of a function of several outputs.  Where
+    two of its outputs fail with different errors, which one the function
+    raises follows the order of its nodes, which fusion changes (as Aesara's
+    own rewrites do): then each function's error must be the error of one of
+    the outputs alone, compiled under ``mode``."""
     a, b = _outcome(fused, *args), _outcome(unfused, *args)
     if isinstance(b, tuple):
+        if a != b and isinstance(a, tuple) and outputs is not None:
+            inputs, outs = outputs
+            alone = [_outcome(aesara.function(inputs, o, mode=mode, on_unused_input="ignore"), *args)
+                     for o in outs]  # fmt: skip
+            errors = [r for r in alone if isinstance(r, tuple)]
+            assert a in errors and b in errors, (a, b, errors)
+            return
         assert a == b
         return
     assert not isinstance(a, tuple), a
@@ -354,3 +368,20 @@ def test_length_one_inputs_broadcast_as_in_aesara():
         fused(xs, np.array([1, 2]), vs, np.array([1.0]))
     with pytest.raises(ValueError):
         fused(np.array([0]), np.array([1, 2]), np.array([1.0, 2.0]), np.array([1.0]))
+
+
+def test_two_failing_outputs_raise_the_error_of_one_of_them():
+    """A function whose two outputs fail differently (a negative x, an integer
+    modulo by zero) raises one of the two errors, fused or not; which one
+    follows the order of the nodes (found by the fuzzing of
+    tests/test_fusion_fuzz.py, where the unfused graph computed every
+    elementwise node first)."""
+    a, c = at.vector("a", dtype="int64"), at.vector("c", dtype="uint16")
+    outs = [bincount(a - 1), bincount(a % c)]
+    fused = aesara.function([a, c], outs, mode=FUSED)
+    unfused = aesara.function([a, c], outs, mode=UNFUSED)
+    args = (np.array([0, 1], dtype="int64"), np.array([0, 1], dtype="uint16"))
+    errors = {_outcome(fused, *args), _outcome(unfused, *args)}
+    assert errors <= {(ValueError, _outcome(aesara.function([a], outs[0], mode=UNFUSED), args[0])[1]),
+                      (ZeroDivisionError, "integer modulo by zero")}, errors  # fmt: skip
+    _assert_same_outcome(fused, unfused, *args, outputs=([a, c], outs))

@@ -115,6 +115,36 @@ def test_the_fake_driver_fails_a_misaligned_kernel_as_a_gpu_would():
     assert sticky(clear=True) == 716
 
 
+@needs_emulation
+@pytest.mark.parametrize("what", ["check idx", "set out", "set values"])
+def test_the_fake_driver_fails_misaligned_check_and_set_kernels(what):
+    """The index check and the scatter-set, launched past the Python layer's own
+    refusals on a misaligned array, leave the sticky fault too (the fake driver
+    checked only the histogram and rows kernels' arrays before)."""
+    from aesara_bincount_core.cuda import driver as _driver, modules
+    from aesara_bincount_core.cuda.sources import THREADS
+    from aesara_bincount_core.gpu.index_check import _CheckParams
+    from aesara_bincount_core.gpu.scatter_set import _SetParams
+
+    cp = cupy()
+    drv, stream = _driver.driver(), cp.cuda.get_current_stream().ptr
+    rows = cp.zeros(4, dtype="int64")
+    if what == "check idx":
+        idx = misaligned(np.array([3, 0, 2, 1], dtype="int32"), 2)
+        status = cp.zeros(16, dtype="int64")
+        check, _, _ = modules.check_kernels("int32")
+        drv.launch(check, 1, THREADS, stream, _CheckParams(idx.data.ptr, rows.data.ptr, status.data.ptr,
+                                                           4, 1, 4, 1, 0, 0))  # fmt: skip
+    else:
+        out = misaligned(np.zeros(8, dtype="int32"), 2) if what == "set out" else cp.zeros(8, dtype="int32")
+        values = misaligned(np.ones(8, dtype="int32"), 2) if what == "set values" else cp.asarray(np.ones(8, dtype="int32"))
+        last = cp.zeros(4, dtype="uint64")
+        _, write, _ = modules.set_kernels(4)
+        drv.launch(write, 1, THREADS, stream, _SetParams(rows.data.ptr, last.data.ptr, out.data.ptr,
+                                                         values.data.ptr, 4, 4, 2, 8))  # fmt: skip
+    assert sticky(clear=True) == 716
+
+
 # -- through aesara.function -----------------------------------------------------------
 
 

@@ -63,4 +63,4 @@ def test_random_scalar_graphs_match_the_cpu_graph(case):
     # has ops the GPU takes), unless merging gave its weights other clients.
     assert ops.count(GpuFusedBincount) >= 1, ops
     vals = [cp.asarray(v) if np.ndim(v) else v for v in _values(ins, size, seed)]
-    _assert_same_outcome(gpu_f, cpu_f, *vals)
+    _assert_same_outcome(gpu_f, cpu_f, *vals, outputs=(inputs, outs), mode=CPU_MODE)

@@ -850,7 +850,8 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     /* The addresses a kernel's loads start from, against its dtypes (a
      * misaligned one faults at once on a GPU; the kernels' own loads and
-     * atomics are checked as they run, by cuda_emu.h). */
+     * atomics are checked as they run, by cuda_emu.h, but their plain loads
+     * are not): the histogram, rows, index-check and scatter-set kernels. */
     const std::string name = k->name;
     bool misaligned = false;
     if (k->finish == 2) {
@@ -865,6 +866,19 @@ CUresult cuLaunchKernel(void *func, unsigned gx, unsigned gy, unsigned gz, unsig
         const std::string head = name.substr(0, name.find_last_of('_'));
         const int xsize = dtype_size(head), wsize = dtype_size(name);
         misaligned = p.size > 0 && (p.x % xsize || (wsize && p.w % wsize));
+    } else if (k->finish == 5) {
+        /* the index check: indices of the name's dtype, int64 rows and status */
+        const bc_check_params &p = *(const bc_check_params *)params[0];
+        const int isize = dtype_size(name);
+        misaligned = p.n > 0 && ((isize && p.idx % isize) || p.rows % 8 || p.status % 8);
+    } else if (k->finish == 4) {
+        /* the scatter-set: int64 rows, uint64 last writers; rows of w<bytes> elements */
+        const bc_set_params &p = *(const bc_set_params *)params[0];
+        const size_t at = name.find("_w");
+        const long long esize = at == std::string::npos ? 0 : std::atoll(name.c_str() + at + 2);
+        misaligned = p.n > 0 && (p.rows % 8 || p.last % 8 ||
+                                 (esize && p.row_elems > 0 &&
+                                  (p.out % esize || p.values % esize || p.out_row_bytes % esize)));
     }
     if (misaligned) {
         sticky.store(ERR_MISALIGNED_ADDRESS);
